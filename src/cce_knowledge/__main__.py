@@ -1,0 +1,3 @@
+from cce_knowledge.cli.main import main
+
+raise SystemExit(main())

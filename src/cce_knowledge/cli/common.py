@@ -1,0 +1,14 @@
+"""Small helpers shared by command modules."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dir",
+        default=".",
+        metavar="ROOT",
+        help="project root holding .cce/ (default: the current directory)",
+    )

@@ -1,0 +1,1 @@
+"""Placeholder: commands of this group are registered here (see cli/main.py)."""

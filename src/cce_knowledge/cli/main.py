@@ -1,0 +1,109 @@
+"""`cce` entry point. Errors become exit codes here and only here.
+
+Command modules are imported eagerly but must stay light at import time (argparse
+only); each handler imports the library it needs, so `cce --help` and a cold
+`cce knowledge search` do not pay for tree-sitter, git or the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from cce_knowledge import __version__
+from cce_knowledge.cli import (
+    consumer_cmds,
+    contract_cmds,
+    extract_cmd,
+    index_cmd,
+    retrieval_cmds,
+    sync_cmds,
+)
+from cce_knowledge.errors import CceError
+
+# Order = order in `cce knowledge --help`: the pipeline, then the consumer side.
+_KNOWLEDGE_MODULES = (extract_cmd, contract_cmds, index_cmd, retrieval_cmds, sync_cmds, consumer_cmds)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=30)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cce",
+        formatter_class=_Formatter,
+        description=(
+            "cce-knowledge — turn the 'why' behind code (issues, epics, design docs,\n"
+            "policies) into searchable knowledge corpora.\n\n"
+            "Pipeline: extract → validate → index → push (dry-run first) → pull → search/ask/mcp"
+        ),
+        epilog="Run `cce knowledge --help` or `cce sync --help` for the command groups.",
+    )
+    p.add_argument("--version", action="version", version=f"cce-knowledge {__version__}")
+    top = p.add_subparsers(dest="group", metavar="COMMAND")
+
+    kp = top.add_parser(
+        "knowledge",
+        help="build, publish and query knowledge corpora",
+        formatter_class=_Formatter,
+        description="Build, publish and query knowledge corpora (cce.knowledge/v1).",
+    )
+    ksub = kp.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    kp.set_defaults(_parser=kp)
+
+    sp = top.add_parser(
+        "sync",
+        help="the git cache: init, list, pull --all, verify",
+        formatter_class=_Formatter,
+        description="Work with the git cache repository that carries published corpora.",
+    )
+    ssub = sp.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    sp.set_defaults(_parser=sp)
+
+    for mod in _KNOWLEDGE_MODULES:
+        reg = getattr(mod, "register_knowledge", None)
+        if reg:
+            reg(ksub, _Formatter)
+    for mod in _KNOWLEDGE_MODULES:
+        reg = getattr(mod, "register_sync", None)
+        if reg:
+            reg(ssub, _Formatter)
+    for mod in _KNOWLEDGE_MODULES:
+        reg = getattr(mod, "register_top", None)
+        if reg:
+            reg(top, _Formatter)
+    p.set_defaults(_parser=p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        args._parser.print_help(sys.stderr)
+        return 2
+    try:
+        rc = func(args)
+        sys.stdout.flush()
+        return int(rc or 0)
+    except CceError as e:
+        sys.stdout.flush()
+        print(f"error: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Byte-pinned primitives shared by ingest and retrieval (no CLI, no git, no network)."""

@@ -1,0 +1,284 @@
+"""The on-disk knowledge store: `<root>/.cce/knowledge/<snapshot>.json` + `current`.
+
+The store file is the contract (conformance-core.md §5.2): serde_json pretty output
+in struct declaration order with zmij float text and one trailing newline. `current`
+names the active snapshot and always moves last, so a reader sees either the old
+store or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cce_knowledge import KNOWLEDGE_SCHEMA
+from cce_knowledge.atomic import atomic_write
+from cce_knowledge.errors import StoreError
+from cce_knowledge.jsonout import json_str
+from cce_knowledge.rustcompat import rs_trim, serde_f64
+
+KNOWLEDGE_DIR = Path(".cce") / "knowledge"
+SNAPSHOT_RE = re.compile(r"[0-9a-f]{16}")
+
+
+@dataclass(slots=True)
+class KnowledgeChunk:
+    """One section of one record, with its (redacted) facets. Field order = store key order."""
+
+    chunk_id: str
+    record_id: str
+    kind: str
+    name: str
+    start_line: int
+    end_line: int
+    token_count: int
+    content: str
+    source: str
+    url: str | None = None
+    state: str | None = None
+    state_reason: str | None = None
+    updated_at: str | None = None
+    group: str | None = None
+    labels: list[str] = field(default_factory=list)
+    title: str = ""
+    links: list[str] = field(default_factory=list)
+    embedding: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class KnowledgeStore:
+    snapshot: str
+    records: int
+    chunks: list[KnowledgeChunk] = field(default_factory=list)
+    schema: str = KNOWLEDGE_SCHEMA
+
+    def data_as_of(self) -> str | None:
+        """The byte-wise maximum `updated_at` (None when no chunk has one)."""
+        vals = [c.updated_at for c in self.chunks if c.updated_at is not None]
+        return max(vals) if vals else None
+
+
+def knowledge_dir(root: str | os.PathLike[str]) -> Path:
+    return Path(root) / KNOWLEDGE_DIR
+
+
+def display_dir(root: str | os.PathLike[str]) -> str:
+    """The knowledge dir as the reference prints it (joined onto `--dir` as given)."""
+    return f"{os.fspath(root)}/.cce/knowledge"
+
+
+# ---------------------------------------------------------------- serialisation
+
+
+def _opt(v: str | None) -> str:
+    return "null" if v is None else json_str(v)
+
+
+def _str_list(items: list[str], ind: str) -> str:
+    if not items:
+        return "[]"
+    inner = ind + "  "
+    return "[\n" + ",\n".join(inner + json_str(s) for s in items) + "\n" + ind + "]"
+
+
+_F64_CACHE: dict[float, str] = {}
+
+
+def _float_list(values: list[float], ind: str) -> str:
+    if not values:
+        return "[]"
+    cache = _F64_CACHE
+    parts = []
+    for v in values:
+        s = cache.get(v)
+        if s is None or (v == 0.0 and s != serde_f64(v)):
+            s = serde_f64(v)
+            if len(cache) < 1_000_000:
+                cache[v] = s
+        parts.append(s)
+    inner = ",\n" + ind + "  "
+    return "[\n" + ind + "  " + inner.join(parts) + "\n" + ind + "]"
+
+
+def chunk_json(c: KnowledgeChunk) -> str:
+    """One chunk object as it appears inside the store's `chunks` array (indent 4)."""
+    i = "      "
+    return (
+        "    {\n"
+        f'{i}"chunk_id": {json_str(c.chunk_id)},\n'
+        f'{i}"record_id": {json_str(c.record_id)},\n'
+        f'{i}"kind": {json_str(c.kind)},\n'
+        f'{i}"name": {json_str(c.name)},\n'
+        f'{i}"start_line": {c.start_line},\n'
+        f'{i}"end_line": {c.end_line},\n'
+        f'{i}"token_count": {c.token_count},\n'
+        f'{i}"content": {json_str(c.content)},\n'
+        f'{i}"source": {json_str(c.source)},\n'
+        f'{i}"url": {_opt(c.url)},\n'
+        f'{i}"state": {_opt(c.state)},\n'
+        f'{i}"state_reason": {_opt(c.state_reason)},\n'
+        f'{i}"updated_at": {_opt(c.updated_at)},\n'
+        f'{i}"group": {_opt(c.group)},\n'
+        f'{i}"labels": {_str_list(c.labels, i)},\n'
+        f'{i}"title": {json_str(c.title)},\n'
+        f'{i}"links": {_str_list(c.links, i)},\n'
+        f'{i}"embedding": {_float_list(c.embedding, i)}\n'
+        "    }"
+    )
+
+
+def store_bytes_from_parts(schema: str, snapshot: str, records: int, chunk_texts: list[str]) -> bytes:
+    """Assemble store bytes from pre-rendered chunk texts (lets ingest render in parallel)."""
+    head = (
+        "{\n"
+        f'  "schema": {json_str(schema)},\n'
+        f'  "snapshot": {json_str(snapshot)},\n'
+        f'  "records": {records},\n'
+    )
+    if not chunk_texts:
+        return (head + '  "chunks": []\n}\n').encode("utf-8")
+    return (head + '  "chunks": [\n' + ",\n".join(chunk_texts) + "\n  ]\n}\n").encode("utf-8")
+
+
+def dumps(store: KnowledgeStore) -> bytes:
+    """The exact store file bytes (pretty JSON, declaration order, trailing LF)."""
+    return store_bytes_from_parts(
+        store.schema, store.snapshot, store.records, [chunk_json(c) for c in store.chunks]
+    )
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _req(d: dict[str, Any], key: str, typ: type | tuple[type, ...]) -> Any:
+    if key not in d:
+        raise ValueError(f"missing field `{key}`")
+    v = d[key]
+    if not isinstance(v, typ) or isinstance(v, bool) and typ is not bool:
+        raise ValueError(f"invalid type for `{key}`")
+    return v
+
+
+def _opt_str(d: dict[str, Any], key: str) -> str | None:
+    v = d.get(key)
+    if v is not None and not isinstance(v, str):
+        raise ValueError(f"invalid type for `{key}`")
+    return v
+
+
+def _str_array(d: dict[str, Any], key: str) -> list[str]:
+    v = d.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise ValueError(f"invalid type for `{key}`")
+    return v
+
+
+def _chunk_from_obj(o: Any) -> KnowledgeChunk:
+    if not isinstance(o, dict):
+        raise ValueError("chunk is not an object")
+    emb = o.get("embedding", [])
+    if not isinstance(emb, list) or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in emb
+    ):
+        raise ValueError("invalid type for `embedding`")
+    return KnowledgeChunk(
+        chunk_id=_req(o, "chunk_id", str),
+        record_id=_req(o, "record_id", str),
+        kind=_req(o, "kind", str),
+        name=_req(o, "name", str),
+        start_line=_req(o, "start_line", int),
+        end_line=_req(o, "end_line", int),
+        token_count=_req(o, "token_count", int),
+        content=_req(o, "content", str),
+        source=_req(o, "source", str),
+        url=_opt_str(o, "url"),
+        state=_opt_str(o, "state"),
+        state_reason=_opt_str(o, "state_reason"),
+        updated_at=_opt_str(o, "updated_at"),
+        group=_opt_str(o, "group"),
+        labels=_str_array(o, "labels"),
+        title=o.get("title", "") if isinstance(o.get("title", ""), str) else _req(o, "title", str),
+        links=_str_array(o, "links"),
+        embedding=[float(x) for x in emb],
+    )
+
+
+def loads(data: bytes | str) -> KnowledgeStore:
+    """Parse store bytes. Raises ValueError on anything malformed."""
+    obj = json.loads(data)
+    if not isinstance(obj, dict):
+        raise ValueError("store is not a JSON object")
+    chunks = _req(obj, "chunks", list)
+    return KnowledgeStore(
+        schema=_req(obj, "schema", str),
+        snapshot=_req(obj, "snapshot", str),
+        records=_req(obj, "records", int),
+        chunks=[_chunk_from_obj(c) for c in chunks],
+    )
+
+
+def read_current(root: str | os.PathLike[str]) -> str:
+    """The trimmed snapshot id named by `current`. Raises OSError when absent."""
+    return rs_trim((knowledge_dir(root) / "current").read_text(encoding="utf-8"))
+
+
+def store_path(root: str | os.PathLike[str], snapshot: str) -> Path:
+    return knowledge_dir(root) / f"{snapshot}.json"
+
+
+def load_current(root: str | os.PathLike[str]) -> KnowledgeStore:
+    """Load the active store. Raises StoreError with the underlying reason."""
+    try:
+        snap = read_current(root)
+        data = store_path(root, snap).read_bytes()
+    except OSError as e:
+        raise StoreError(f"{e.strerror or e} (os error {e.errno})") from e
+    try:
+        return loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StoreError(str(e)) from e
+
+
+def store_present(root: str | os.PathLike[str]) -> bool:
+    """`current` exists and the snapshot file it names exists."""
+    try:
+        return store_path(root, read_current(root)).is_file()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+# ---------------------------------------------------------------- saving
+
+
+def prune_other_snapshots(root: str | os.PathLike[str], keep: str) -> None:
+    """Best-effort delete of every other `<16 hex>.json` (never `synced.json`/`current`)."""
+    d = knowledge_dir(root)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".json") and SNAPSHOT_RE.fullmatch(name[:-5]) and name[:-5] != keep:
+            try:
+                os.unlink(d / name)
+            except OSError:
+                pass
+
+
+def save_store_bytes(root: str | os.PathLike[str], snapshot: str, data: bytes) -> Path:
+    """Write `<snapshot>.json`, then `current`, then prune (the reference's save order)."""
+    d = knowledge_dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{snapshot}.json"
+    atomic_write(path, data)
+    atomic_write(d / "current", f"{snapshot}\n".encode())
+    prune_other_snapshots(root, snapshot)
+    return path
+
+
+def save(root: str | os.PathLike[str], store: KnowledgeStore) -> Path:
+    return save_store_bytes(root, store.snapshot, dumps(store))
