@@ -1,0 +1,22 @@
+"""The `cce.knowledge/v1` record (conformance-core.md §1.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class KnowledgeRecord:
+    id: str
+    title: str
+    body: str
+    source: str
+    url: str | None = None
+    state: str | None = None
+    state_reason: str | None = None
+    updated_at: str | None = None
+    labels: list[str] = field(default_factory=list)
+    group: str | None = None
+    links: list[str] = field(default_factory=list)
+    extra: Any = None

@@ -1,0 +1,1 @@
+"""Corpus sync through a git cache repository (conformance-sync.md)."""

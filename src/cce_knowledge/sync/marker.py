@@ -1,0 +1,88 @@
+"""The knowledge sync marker `<root>/.cce/knowledge/synced.json` (conformance-sync.md §5.4).
+
+Compact JSON in declaration order, no trailing newline. `installed_sha256` is omitted
+(not null) when unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cce_knowledge.atomic import atomic_write
+from cce_knowledge.errors import SyncError
+from cce_knowledge.jsonout import compact
+from cce_knowledge.store import knowledge_dir
+
+MARKER_NAME = "synced.json"
+
+
+@dataclass(frozen=True, slots=True)
+class SyncMarker:
+    corpus_id: str
+    snapshot: str
+    checksum: str
+    installed_sha256: str | None = None
+
+    def to_bytes(self) -> bytes:
+        d: dict[str, str] = {
+            "corpus_id": self.corpus_id,
+            "snapshot": self.snapshot,
+            "checksum": self.checksum,
+        }
+        if self.installed_sha256 is not None:
+            d["installed_sha256"] = self.installed_sha256
+        return compact(d).encode("utf-8")
+
+
+def marker_path(root: str | os.PathLike[str]) -> Path:
+    return knowledge_dir(root) / MARKER_NAME
+
+
+def _parse(text: str) -> SyncMarker:
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError("invalid type: expected struct KnowledgeSyncMarker")
+    vals = {}
+    for k in ("corpus_id", "snapshot", "checksum"):
+        if k not in obj:
+            raise ValueError(f"missing field `{k}`")
+        if not isinstance(obj[k], str):
+            raise ValueError(f"invalid type for `{k}`: expected a string")
+        vals[k] = obj[k]
+    inst = obj.get("installed_sha256")
+    if inst is not None and not isinstance(inst, str):
+        raise ValueError("invalid type for `installed_sha256`: expected a string")
+    return SyncMarker(installed_sha256=inst, **vals)
+
+
+def read_marker_strict(root: str | os.PathLike[str]) -> SyncMarker | None:
+    """None when absent; SyncError when unreadable or corrupt (the pull guard's load)."""
+    path = marker_path(root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SyncError(f"could not read the knowledge sync marker {path}: {e}") from e
+    try:
+        return _parse(text)
+    except ValueError as e:
+        raise SyncError(
+            f"the knowledge sync marker {path} is unreadable/corrupt: {e}. It records which "
+            "corpus is active — pass --force to overwrite it."
+        ) from e
+
+
+def read_marker_lenient(root: str | os.PathLike[str]) -> SyncMarker | None:
+    """Any read or parse problem means "no marker" (status, verify, doctor, pull --all)."""
+    try:
+        return _parse(marker_path(root).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def write_marker(root: str | os.PathLike[str], marker: SyncMarker) -> None:
+    atomic_write(marker_path(root), marker.to_bytes())
