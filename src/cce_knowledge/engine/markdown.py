@@ -1,0 +1,247 @@
+"""Markdown heading chunker (conformance-core.md §4).
+
+A document is cut at its headings, found with the tree-sitter-markdown BLOCK grammar.
+A section that fits the token budget keeps its sub-sections; one that does not is
+split into its head part plus each child, recursively, with a breadcrumb name
+(`# A › ## B`). Offsets are UTF-8 byte offsets; lines count `\\n` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import tree_sitter_markdown
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+
+from cce_knowledge.rustcompat import RUST_WS, RUST_WS_CHARS
+
+PREAMBLE = "(preamble)"
+#: Separator between breadcrumb segments: SPACE U+203A SPACE.
+CRUMB_SEP = " \u203a "
+#: Documents estimated to nest deeper than this are not parsed (whole-doc fallback).
+MAX_NESTING = 192
+
+_LANGUAGE = Language(tree_sitter_markdown.language())
+_HEADINGS = Query(_LANGUAGE, "[(atx_heading) (setext_heading)] @h")
+_LEVELS = {
+    "atx_h1_marker": 1,
+    "atx_h2_marker": 2,
+    "atx_h3_marker": 3,
+    "atx_h4_marker": 4,
+    "atx_h5_marker": 5,
+    "atx_h6_marker": 6,
+    "setext_h1_underline": 1,
+    "setext_h2_underline": 2,
+}
+_parser: Parser | None = None
+
+
+@dataclass(slots=True)
+class MdChunk:
+    chunk_id: str
+    file_path: str
+    start_line: int
+    end_line: int
+    kind: str
+    name: str
+    content: str
+    token_count: int
+
+
+@dataclass(slots=True)
+class _Heading:
+    start: int
+    line: int
+    level: int
+    text: str
+
+
+def _get_parser() -> Parser:
+    global _parser
+    if _parser is None:
+        _parser = Parser(_LANGUAGE)
+    return _parser
+
+
+# ---------------------------------------------------------------- nesting guard
+
+_NEST_CHARS = "[>\t \\-+*.)0-9]"
+# value <= 2*len(prefix) + 1, so only a prefix of >= 96 characters can exceed 192.
+_LONG_PREFIX = re.compile("^" + _NEST_CHARS + "{96,}", re.MULTILINE)
+
+
+def nesting_estimate(content: str) -> int:
+    """Max over lines of `quotes + columns // 2 + 1` (0 for no lines)."""
+    best = 0
+    for m in re.finditer("^" + _NEST_CHARS + "*", content, re.MULTILINE):
+        best = max(best, _line_value(m.group()))
+    return best if content else 0
+
+
+def _line_value(prefix: str) -> int:
+    quotes = prefix.count(">")
+    tabs = prefix.count("\t")
+    columns = tabs * 4 + (len(prefix) - quotes - tabs)
+    return quotes + columns // 2 + 1
+
+
+def _too_deep(content: str) -> bool:
+    return any(_line_value(m.group()) > MAX_NESTING for m in _LONG_PREFIX.finditer(content))
+
+
+# ---------------------------------------------------------------- chunk building
+
+_ASCII_WS_BYTES = frozenset(b"\t\n\x0b\x0c\r ")
+
+
+def _trim_end_byte(b: bytes, start: int, end: int) -> int:
+    """End offset of `b[start:end]` after `str::trim_end` (Unicode White_Space)."""
+    while end > start:
+        last = b[end - 1]
+        if last in _ASCII_WS_BYTES:
+            end -= 1
+        elif last >= 0x80:
+            lead = end - 1
+            while lead > start and b[lead] & 0xC0 == 0x80:
+                lead -= 1
+            try:
+                ch = b[lead:end].decode("utf-8")
+            except UnicodeDecodeError:
+                return end
+            if ch in RUST_WS:
+                end = lead
+            else:
+                return end
+        else:
+            return end
+    return end
+
+
+def chunk_id(path: str, start_line: int, end_line: int, content_bytes: bytes) -> str:
+    """sha256(`{path}:{start}:{end}:` + first 100 content bytes), first 16 hex."""
+    h = hashlib.sha256(f"{path}:{start_line}:{end_line}:".encode())
+    h.update(content_bytes[:100])
+    return h.hexdigest()[:16]
+
+
+def _make_chunk(
+    path: str, b: bytes, start: int, end: int, start_line: int, kind: str, name: str
+) -> MdChunk | None:
+    tend = _trim_end_byte(b, start, end)
+    if tend <= start:
+        return None
+    raw = b[start:tend]
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # not a char boundary (cannot happen at real headings)
+    end_line = start_line + raw.count(b"\n")
+    return MdChunk(
+        chunk_id=chunk_id(path, start_line, end_line, raw),
+        file_path=path,
+        start_line=start_line,
+        end_line=end_line,
+        kind=kind,
+        name=name,
+        content=content,
+        token_count=max(1, (tend - start) // 4),
+    )
+
+
+# ---------------------------------------------------------------- headings
+
+
+def _first_inline(node: Node) -> Node | None:
+    for child in node.children:
+        if child.type == "inline":
+            return child
+        found = _first_inline(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _headings(b: bytes) -> list[_Heading]:
+    tree = _get_parser().parse(b)
+    nodes = QueryCursor(_HEADINGS).captures(tree.root_node).get("h", [])
+    out: list[_Heading] = []
+    for node in nodes:
+        level = 0
+        for child in node.children:
+            lv = _LEVELS.get(child.type)
+            if lv is not None:
+                level = lv
+                break
+        if level == 0:
+            continue
+        inline = _first_inline(node)
+        text = ""
+        if inline is not None:
+            text = b[inline.start_byte : inline.end_byte].decode("utf-8", "replace").strip(RUST_WS_CHARS)
+        out.append(_Heading(node.start_byte, node.start_point[0] + 1, level, text))
+    out.sort(key=lambda h: h.start)
+    return out
+
+
+# ---------------------------------------------------------------- chunker
+
+
+def chunk_markdown(path: str, content: str, budget: int) -> list[MdChunk]:
+    """Split `content` at its headings under a `budget` of estimated tokens per chunk."""
+    b = content.encode("utf-8")
+    if _too_deep(content):
+        c = _make_chunk(path, b, 0, len(b), 1, PREAMBLE, PREAMBLE)
+        return [c] if c is not None else []
+    heads = _headings(b)
+    return chunk_with_headings(path, b, heads, budget)
+
+
+def chunk_with_headings(path: str, b: bytes, heads: list[_Heading], budget: int) -> list[MdChunk]:
+    out: list[MdChunk] = []
+    total = len(b)
+    first = heads[0].start if heads else total
+    pre = _make_chunk(path, b, 0, first, 1, PREAMBLE, PREAMBLE)
+    if pre is not None:
+        out.append(pre)
+    n = len(heads)
+
+    def emit(i: int, ancestors: list[str]) -> int:
+        h = heads[i]
+        lvl = h.level
+        end_idx = i + 1
+        while end_idx < n and heads[end_idx].level > lvl:
+            end_idx += 1
+        sec_end = heads[end_idx].start if end_idx < n else total
+        crumb = [*ancestors, "#" * lvl + " " + h.text]
+        name = CRUMB_SEP.join(crumb)
+        has_child = end_idx > i + 1
+        fits = max(1, (_trim_end_byte(b, h.start, sec_end) - h.start) // 4) <= budget
+        if fits or not has_child:
+            c = _make_chunk(path, b, h.start, sec_end, h.line, h.text, name)
+            if c is not None:
+                out.append(c)
+            return end_idx
+        c = _make_chunk(path, b, h.start, heads[i + 1].start, h.line, h.text, name)
+        if c is not None:
+            out.append(c)
+        j = i + 1
+        while j < end_idx:
+            j = emit(j, crumb)
+        return end_idx
+
+    i = 0
+    while i < n:
+        i = emit(i, [])
+    return out
+
+
+def canonical_lines(chunks: list[MdChunk]) -> str:
+    """The golden-vector serialisation: one TAB-separated line per chunk, `\\n` escaped."""
+    return "".join(
+        f"{c.chunk_id}\t{c.kind}\t{c.name}\t{c.start_line}\t{c.end_line}\t{c.token_count}\t"
+        + c.content.replace("\n", "\\n")
+        + "\n"
+        for c in chunks
+    )
