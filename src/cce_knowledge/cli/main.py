@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from cce_knowledge import __version__
 from cce_knowledge.cli import (
+    action_cmds,
     consumer_cmds,
     contract_cmds,
     extract_cmd,
@@ -24,7 +25,7 @@ from cce_knowledge.cli import (
 from cce_knowledge.errors import CceError
 
 # Order = order in `cce knowledge --help`: the pipeline, then the consumer side.
-_KNOWLEDGE_MODULES = (extract_cmd, contract_cmds, index_cmd, retrieval_cmds, sync_cmds, consumer_cmds)
+_KNOWLEDGE_MODULES = (extract_cmd, contract_cmds, index_cmd, retrieval_cmds, sync_cmds, consumer_cmds, action_cmds)
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
