@@ -1,0 +1,301 @@
+"""The `.cck` artifact codec (conformance-sync.md §1).
+
+A `.cck` is the manifest line plus one canonical-JSON line per chunk, every line
+LF-terminated. Embeddings travel as base64 of little-endian f64s, so no float text
+is ever parsed or printed here. The manifest checksum is the SHA-256 of the whole
+stream with the checksum value blanked.
+
+Verification re-serialises the *typed* values (as the reference does) rather than
+hashing the received bytes, so we accept exactly the byte variants it accepts.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from cce_knowledge.errors import SyncError
+from cce_knowledge.jsonout import canonical
+from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
+
+PHASE_A_REFUSAL = (
+    "refusing to export a knowledge store without persisted embeddings (a Phase-A "
+    "snapshot). Re-ingest the feed with this version: `cce knowledge index <feed>`."
+)
+
+_U64 = 2**64
+
+
+class CckError(SyncError):
+    """A `.cck` that cannot be parsed or does not verify."""
+
+
+@dataclass(frozen=True, slots=True)
+class CckManifest:
+    checksum: str
+    chunk_count: int
+    contract: str
+    corpus_id: str
+    data_as_of: str | None
+    records: int
+    snapshot: str
+
+    def as_dict(self, checksum: str | None = None) -> dict[str, Any]:
+        return {
+            "checksum": self.checksum if checksum is None else checksum,
+            "chunk_count": self.chunk_count,
+            "contract": self.contract,
+            "corpus_id": self.corpus_id,
+            "data_as_of": self.data_as_of,
+            "records": self.records,
+            "snapshot": self.snapshot,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CckArtifact:
+    manifest: CckManifest
+    store: KnowledgeStore
+    data: bytes
+
+    @property
+    def checksum(self) -> str:
+        return self.manifest.checksum
+
+
+# ---------------------------------------------------------------- embeddings
+
+
+def encode_embedding(values: list[float]) -> str:
+    """Standard base64 (padded) of the little-endian f64 bytes."""
+    return base64.b64encode(struct.pack(f"<{len(values)}d", *values)).decode("ascii")
+
+
+def decode_embedding(text: str) -> list[float]:
+    """Strict inverse of `encode_embedding` (canonical padding and trailing bits)."""
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError) as e:
+        raise CckError(f"bad embedding base64: {e}") from e
+    # b64decode tolerates non-zero trailing bits; the reference's engine does not.
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise CckError("bad embedding base64: non-canonical encoding")
+    if len(raw) % 8:
+        raise CckError(f"embedding byte length {len(raw)} is not a multiple of 8")
+    return list(struct.unpack(f"<{len(raw) // 8}d", raw))
+
+
+# ---------------------------------------------------------------- export
+
+
+def _chunk_obj(c: KnowledgeChunk, embedding: str) -> dict[str, Any]:
+    return {
+        "chunk_id": c.chunk_id,
+        "content": c.content,
+        "embedding": embedding,
+        "end_line": c.end_line,
+        "group": c.group,
+        "kind": c.kind,
+        "labels": c.labels,
+        "links": c.links,
+        "name": c.name,
+        "record_id": c.record_id,
+        "source": c.source,
+        "start_line": c.start_line,
+        "state": c.state,
+        "state_reason": c.state_reason,
+        "title": c.title,
+        "token_count": c.token_count,
+        "updated_at": c.updated_at,
+        "url": c.url,
+    }
+
+
+def _body(chunk_lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in chunk_lines).encode("utf-8")
+
+
+def _digest(manifest: CckManifest, body: bytes) -> str:
+    h = hashlib.sha256((canonical(manifest.as_dict(checksum="")) + "\n").encode("utf-8"))
+    h.update(body)
+    return h.hexdigest()
+
+
+def _seal(manifest: CckManifest, chunk_lines: list[str]) -> tuple[bytes, str]:
+    """(final bytes, checksum): hash with the checksum blanked, then fill it in."""
+    body = _body(chunk_lines)
+    digest = _digest(manifest, body)
+    head = (canonical(manifest.as_dict(checksum=digest)) + "\n").encode("utf-8")
+    return head + body, digest
+
+
+def export_cck(store: KnowledgeStore, corpus_id: str) -> CckArtifact:
+    """Serialise a loaded store as the `.cck` for `corpus_id`."""
+    if any(not c.embedding for c in store.chunks):
+        raise SyncError(PHASE_A_REFUSAL)
+    lines = [canonical(_chunk_obj(c, encode_embedding(c.embedding))) for c in store.chunks]
+    m = CckManifest(
+        checksum="",
+        chunk_count=len(store.chunks),
+        contract=store.schema,
+        corpus_id=corpus_id,
+        data_as_of=store.data_as_of(),
+        records=store.records,
+        snapshot=store.snapshot,
+    )
+    data, digest = _seal(m, lines)
+    sealed = CckManifest(**{**m.as_dict(), "checksum": digest})
+    return CckArtifact(manifest=sealed, store=store, data=data)
+
+
+# ---------------------------------------------------------------- import
+
+
+def _m_nullable(o: dict[str, Any], k: str) -> str | None:
+    if k not in o or not (o[k] is None or isinstance(o[k], str)):
+        raise CckError(f"manifest missing nullable string field `{k}`")
+    return o[k]  # type: ignore[no-any-return]
+
+
+def _m_str(o: dict[str, Any], k: str) -> str:
+    v = o.get(k)
+    if not isinstance(v, str):
+        raise CckError(f"manifest missing string field `{k}`")
+    return v
+
+
+def _is_u64(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _U64
+
+
+def _m_int(o: dict[str, Any], k: str) -> int:
+    v = o.get(k)
+    if not _is_u64(v):
+        raise CckError(f"manifest missing integer field `{k}`")
+    return v  # type: ignore[no-any-return]
+
+
+def _c_str(o: dict[str, Any], k: str) -> str:
+    v = o.get(k)
+    if not isinstance(v, str):
+        raise CckError(f"chunk missing string field `{k}`")
+    return v
+
+
+def _c_int(o: dict[str, Any], k: str) -> int:
+    v = o.get(k)
+    if not _is_u64(v):
+        raise CckError(f"chunk missing integer field `{k}`")
+    return v  # type: ignore[no-any-return]
+
+
+def _c_nullable(o: dict[str, Any], k: str) -> str | None:
+    if k not in o or not (o[k] is None or isinstance(o[k], str)):
+        raise CckError(f"chunk missing nullable string field `{k}`")
+    return o[k]  # type: ignore[no-any-return]
+
+
+def _c_array(o: dict[str, Any], k: str) -> list[str]:
+    v = o.get(k)
+    if not isinstance(v, list):
+        raise CckError(f"chunk missing array field `{k}`")
+    return [s for s in v if isinstance(s, str)]
+
+
+def _loads(piece: str, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(piece)
+    except ValueError as e:
+        raise CckError(f"bad {what} JSON: {e}") from e
+    if not isinstance(obj, dict):
+        raise CckError(f"bad {what} JSON: invalid type: expected a JSON object")
+    return obj
+
+
+def _parse_chunk(piece: str) -> tuple[KnowledgeChunk, str]:
+    o = _loads(piece, "chunk")
+    emb_text = o.get("embedding")
+    if not isinstance(emb_text, str):
+        raise CckError("chunk missing string field `embedding`")
+    embedding = decode_embedding(emb_text)
+    c = KnowledgeChunk(
+        chunk_id=_c_str(o, "chunk_id"),
+        record_id=_c_str(o, "record_id"),
+        kind=_c_str(o, "kind"),
+        name=_c_str(o, "name"),
+        start_line=_c_int(o, "start_line"),
+        end_line=_c_int(o, "end_line"),
+        token_count=_c_int(o, "token_count"),
+        content=_c_str(o, "content"),
+        source=_c_str(o, "source"),
+        url=_c_nullable(o, "url"),
+        state=_c_nullable(o, "state"),
+        state_reason=_c_nullable(o, "state_reason"),
+        updated_at=_c_nullable(o, "updated_at"),
+        group=_c_nullable(o, "group"),
+        labels=_c_array(o, "labels"),
+        title=_c_str(o, "title"),
+        links=_c_array(o, "links"),
+        embedding=embedding,
+    )
+    # The embedding text was checked canonical above, so it re-encodes to itself.
+    return c, canonical(_chunk_obj(c, emb_text))
+
+
+def import_cck(data: bytes) -> CckArtifact:
+    """Parse and verify a `.cck` (§1.8). Raises CckError with the reference's wording."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CckError(f"artifact is not UTF-8: {e}") from e
+    pieces = text.split("\n")
+    if pieces and pieces[-1] == "":
+        pieces.pop()
+    if not pieces:
+        raise CckError("artifact too short: need at least a manifest line")
+    mo = _loads(pieces[0], "manifest")
+    data_as_of = _m_nullable(mo, "data_as_of")
+    contract = _m_str(mo, "contract")
+    corpus_id = _m_str(mo, "corpus_id")
+    snapshot = _m_str(mo, "snapshot")
+    records = _m_int(mo, "records")
+    chunk_count = _m_int(mo, "chunk_count")
+    checksum = _m_str(mo, "checksum")
+    if len(pieces) != chunk_count + 1:
+        raise CckError(
+            f"artifact line count {len(pieces)} does not match chunk_count {chunk_count} "
+            f"(expected {chunk_count + 1})"
+        )
+    chunks: list[KnowledgeChunk] = []
+    lines: list[str] = []
+    for piece in pieces[1:]:
+        c, line = _parse_chunk(piece)
+        chunks.append(c)
+        lines.append(line)
+    m = CckManifest(
+        checksum=checksum,
+        chunk_count=chunk_count,
+        contract=contract,
+        corpus_id=corpus_id,
+        data_as_of=data_as_of,
+        records=records,
+        snapshot=snapshot,
+    )
+    recomputed = _digest(m, _body(lines))
+    if recomputed != checksum:
+        raise CckError(f"checksum mismatch: manifest says {checksum}, recomputed {recomputed}")
+    store = KnowledgeStore(snapshot=snapshot, records=records, chunks=chunks, schema=contract)
+    return CckArtifact(manifest=m, store=store, data=data)
+
+
+def import_keyed(key: str, data: bytes) -> CckArtifact:
+    """`import_cck` for an artifact fetched from the cache: errors name the key."""
+    try:
+        return import_cck(data)
+    except CckError as e:
+        raise CckError(f"{key}: {e.message}") from e

@@ -1,0 +1,434 @@
+"""The git cache transport: a program-owned working clone driven through GitPython.
+
+conformance-sync.md §2.5–2.8. History stays linear: a publish is one commit; a lost
+push race resets onto the fresh remote tip and re-applies the change (never merge,
+never rebase), at most five attempts; afterwards the remote is read back.
+
+Differences from the reference that do not change the wire:
+* the clone is guarded by an flock, so two commands sharing a clone never interleave;
+* a clone is created in a temp directory and renamed, so a killed clone leaves nothing;
+* LFS artifacts are read with `cat-file` + `git lfs smudge` for the one key wanted
+  (the working tree never smudges, `GIT_LFS_SKIP_SMUDGE=1`), instead of checking out
+  and downloading every artifact of every corpus;
+* credentials come from the environment only (see remote.py) and every git error
+  is scrubbed before it is shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import git
+
+from cce_knowledge.errors import SyncError
+from cce_knowledge.rustcompat import rs_trim
+from cce_knowledge.sync import keys as K
+from cce_knowledge.sync.remote import Remote, clone_dir, scrub, sync_home
+
+IDENTITY = ("-c", "user.name=cce-sync", "-c", "user.email=cce-sync@localhost")
+MAX_PUSH_ATTEMPTS = 5
+LFS_POINTER_PREFIX = b"version https://git-lfs"
+CCK_ATTR_LINE = "*.cck filter=lfs diff=lfs merge=lfs -text"
+CCE_ATTR_LINE = "*.cce filter=lfs diff=lfs merge=lfs -text"
+
+
+def lfs_available() -> bool:
+    return shutil.which("git-lfs") is not None
+
+
+class GitFailed(SyncError):
+    """A git command failed; the message is already scrubbed."""
+
+
+class GitCache:
+    """An opened working clone of one remote. Use `open_cache()`."""
+
+    def __init__(self, remote: Remote, directory: Path) -> None:
+        self.remote = remote
+        self.dir = directory
+        self.branch = "main"
+        self._lfs = lfs_available()
+        self._git = git.Git()
+        self._env = self._build_env()
+
+    # ------------------------------------------------------------ plumbing
+
+    def _build_env(self) -> dict[str, str]:
+        cfg: dict[str, str] = {"commit.gpgsign": "false"}
+        if self._lfs:
+            # Filters via the environment, so no global `git lfs install` is needed.
+            cfg.update(
+                {
+                    "filter.lfs.clean": "git-lfs clean -- %f",
+                    "filter.lfs.smudge": "git-lfs smudge -- %f",
+                    "filter.lfs.process": "git-lfs filter-process",
+                    "filter.lfs.required": "true",
+                }
+            )
+        cfg.update(self.remote.git_env())
+        env = {"GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1", "GCM_INTERACTIVE": "never"}
+        base = int(os.environ.get("GIT_CONFIG_COUNT", "0") or 0)
+        for i, (k, v) in enumerate(cfg.items()):
+            env[f"GIT_CONFIG_KEY_{base + i}"] = k
+            env[f"GIT_CONFIG_VALUE_{base + i}"] = v
+        env["GIT_CONFIG_COUNT"] = str(base + len(cfg))
+        return env
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.remote.secrets())
+
+    def run(
+        self,
+        *args: str,
+        check: bool = True,
+        cwd: Path | None = None,
+        istream: object = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> tuple[int, bytes, str]:
+        """Run `git -C <dir> <args>`; (status, stdout bytes, stderr text)."""
+        where = cwd if cwd is not None else self.dir
+        cmd = ["git", *IDENTITY, "-C", str(where), *args]
+        try:
+            status, out, err = self._git.execute(
+                cmd,
+                with_extended_output=True,
+                with_exceptions=False,
+                stdout_as_string=False,
+                strip_newline_in_stdout=False,
+                env={**self._env, **(extra_env or {})},
+                istream=istream,
+            )
+        except git.GitCommandNotFound as e:  # pragma: no cover - git is a hard requirement
+            raise GitFailed(f"git is not installed: {e}") from e
+        err_text = err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err or "")
+        if check and status != 0:
+            raise GitFailed(self.scrub(f"git {' '.join(args)} failed: {err_text.strip()}"))
+        return status, out if isinstance(out, bytes) else bytes(out or b""), err_text
+
+    def ok(self, *args: str) -> bool:
+        return self.run(*args, check=False)[0] == 0
+
+    # ------------------------------------------------------------ open / heal
+
+    def _clone(self) -> None:
+        parent = self.dir.parent
+        if self.dir.exists():
+            # A directory without `.git` is debris of a killed clone: program-owned, discard.
+            shutil.rmtree(self.dir, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.dir.name}.clone.", dir=parent))
+        status, _, err = self.run(
+            "clone", "--quiet", self.remote.url, str(tmp / "c"), check=False, cwd=parent
+        )
+        if status != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise GitFailed(
+                self.scrub(
+                    f"could not clone remote {self.remote.display}: git clone --quiet "
+                    f"{self.remote.display} {self.dir} failed: {err.strip()}"
+                )
+            )
+        os.replace(tmp / "c", self.dir)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def _heal(self) -> None:
+        gd = self.dir / ".git"
+        if (gd / "rebase-merge").exists() or (gd / "rebase-apply").exists():
+            if not self.ok("rebase", "--abort"):
+                if not self.ok("rebase", "--quit"):
+                    raise GitFailed(
+                        f"the sync clone at {self.dir} was left mid-rebase and could not "
+                        "recover (delete the directory to reset it)"
+                    )
+        # We hold the clone's lock, so a leftover index.lock is from a killed process.
+        with contextlib.suppress(FileNotFoundError):
+            (gd / "index.lock").unlink()
+        for ref_lock in gd.glob("refs/**/*.lock"):
+            with contextlib.suppress(OSError):
+                ref_lock.unlink()
+        # Keep origin pointing at the credential-free URL (never a token).
+        self.run("remote", "set-url", "origin", self.remote.url, check=False)
+        if not self.ok("symbolic-ref", "-q", "HEAD"):
+            b = self._guess_branch()
+            self.run("checkout", "--quiet", "--force", "-B", b, check=False)
+        status, _, err = self.run("reset", "--hard", "--quiet", check=False)
+        if status != 0 and self.ok("rev-parse", "--verify", "--quiet", "HEAD"):
+            raise GitFailed(
+                self.scrub(f"could not restore a clean sync clone at {self.dir}: {err.strip()}")
+            )
+
+    def _guess_branch(self) -> str:
+        _, out, _ = self.run("symbolic-ref", "--short", "refs/remotes/origin/HEAD", check=False)
+        name = out.decode().strip()
+        if name.startswith("origin/"):
+            return name[len("origin/") :]
+        _, out, _ = self.run("for-each-ref", "--format=%(refname:short)", "refs/heads", check=False)
+        heads = [h for h in out.decode().split("\n") if h]
+        return heads[0] if len(heads) == 1 else "main"
+
+    def open(self, *, for_write: bool) -> None:
+        if not (self.dir / ".git").is_dir():
+            self._clone()
+        else:
+            self._heal()
+        _, out, _ = self.run("symbolic-ref", "--short", "HEAD", check=False)
+        self.branch = out.decode().strip() or "main"
+        if for_write and self._lfs:
+            # Installs the pre-push hook that uploads LFS objects; failures are not fatal.
+            self.run("lfs", "install", "--local", check=False)
+        self.fetch()
+
+    # ------------------------------------------------------------ reads
+
+    @property
+    def origin(self) -> str:
+        return f"origin/{self.branch}"
+
+    def fetch(self) -> None:
+        # Offline => keep reading the last-fetched state (the reference's behaviour).
+        self.run("fetch", "--quiet", "origin", check=False)
+
+    def origin_exists(self) -> bool:
+        return self.ok("rev-parse", "--verify", "--quiet", self.origin)
+
+    def has(self, key: str, ref: str | None = None) -> bool:
+        return self.ok("cat-file", "-e", f"{ref or self.origin}:{key}")
+
+    def read_blob(self, key: str, ref: str | None = None) -> bytes:
+        return self.run("cat-file", "blob", f"{ref or self.origin}:{key}")[1]
+
+    def read_text(self, key: str) -> str:
+        return rs_trim(self.read_blob(key).decode("utf-8", "replace"))
+
+    def get(self, key: str) -> bytes:
+        """An artifact's bytes, LFS-smudged when the blob is a pointer."""
+        if not self.has(key):
+            raise SyncError(f"cache miss: {key} not found on the remote")
+        data = self.read_blob(key)
+        if data.startswith(LFS_POINTER_PREFIX) and len(data) < 1024 and self._lfs:
+            with tempfile.TemporaryFile() as f:
+                f.write(data)
+                f.seek(0)
+                status, out, err = self.run(
+                    "lfs", "smudge", "--", key, check=False, istream=f,
+                    extra_env={"GIT_LFS_SKIP_SMUDGE": "0"},
+                )  # fmt: skip
+            if status != 0:
+                raise SyncError(self.scrub(f"could not read {key} after checkout: {err.strip()}"))
+            return out
+        return data
+
+    def ls_tree_names(self, *args: str) -> list[str]:
+        status, out, _ = self.run("ls-tree", *args, check=False)
+        if status != 0:
+            return []
+        return [ln for ln in out.decode("utf-8", "replace").split("\n") if ln]
+
+    def list_corpora(self) -> list[str]:
+        if not self.origin_exists():
+            return []
+        names = self.ls_tree_names("-d", "--name-only", self.origin, f"{K.PREFIX}/")
+        return sorted({n.rsplit("/", 1)[-1] for n in names})
+
+    def list_cck(self, corpus_id: str) -> list[str]:
+        if not self.origin_exists():
+            return []
+        names = self.ls_tree_names("-r", "--name-only", self.origin, K.corpus_prefix(corpus_id))
+        return sorted({n for n in names if n.endswith(".cck")})
+
+    def cck_bytes(self, corpus_id: str) -> int:
+        """Sum of the LFS-aware sizes of a corpus's `.cck` keys."""
+        if not self.origin_exists():
+            return 0
+        total = 0
+        for line in self.ls_tree_names("-r", "-l", self.origin, K.corpus_prefix(corpus_id)):
+            meta, _, path = line.partition("\t")
+            f = meta.split()
+            if len(f) < 4 or f[1] != "blob" or not path.endswith(".cck"):
+                continue
+            size = int(f[3])
+            if size <= 512:
+                blob = self.run("cat-file", "blob", f[2], check=False)[1]
+                if blob.startswith(LFS_POINTER_PREFIX):
+                    for pl in blob.decode("utf-8", "replace").split("\n"):
+                        if pl.startswith("size "):
+                            with contextlib.suppress(ValueError):
+                                size = int(pl[5:].strip())
+                            break
+            total += size
+        return total
+
+    def first_added(self, corpus_id: str) -> list[str]:
+        if not self.origin_exists():
+            return []
+        _, out, _ = self.run(
+            "log", "--reverse", "--format=", "--name-only", "--diff-filter=A",
+            self.origin, "--", K.corpus_prefix(corpus_id), check=False,
+        )  # fmt: skip
+        seen: dict[str, None] = {}
+        for ln in out.decode("utf-8", "replace").split("\n"):
+            ln = ln.strip()
+            if ln and ln not in seen:
+                seen[ln] = None
+        return list(seen)
+
+    # ------------------------------------------------------------ writes
+
+    def reset_onto_origin(self) -> None:
+        if self.origin_exists():
+            status, _, err = self.run(
+                "checkout", "--quiet", "--force", "-B", self.branch, self.origin, check=False
+            )
+            if status != 0:
+                raise GitFailed(
+                    self.scrub(f"could not reset the sync clone onto {self.origin}: {err.strip()}")
+                )
+            self.run("clean", "-fdq", check=False)
+
+    def _commit_staged(self, message: str) -> None:
+        if self.ok("diff", "--cached", "--quiet"):
+            return
+        self.run("commit", "-q", "-m", message)
+
+    def transact(self, apply: Callable[[], None], message: str) -> None:
+        """fetch → reset → apply+commit → push, re-applying on a fresh tip up to 5 times."""
+        self.fetch()
+        self.reset_onto_origin()
+        apply()
+        self._commit_staged(message)
+        last = ""
+        for _attempt in range(MAX_PUSH_ATTEMPTS):
+            if not self.ok("rev-parse", "--verify", "--quiet", "HEAD"):
+                return  # nothing was ever committed: nothing to push
+            status, _, err = self.run(
+                "push", "--quiet", "origin", f"HEAD:refs/heads/{self.branch}", check=False
+            )
+            if status == 0:
+                self.fetch()
+                return
+            last = self.scrub(
+                f"git push --quiet origin HEAD:refs/heads/{self.branch} failed: {err.strip()}"
+            )
+            self.fetch()
+            if self.origin_exists():
+                self.reset_onto_origin()
+                apply()
+                self._commit_staged(message)
+        raise GitFailed(
+            f"push to {self.origin} failed after {MAX_PUSH_ATTEMPTS} attempts (lost a push race "
+            f"{MAX_PUSH_ATTEMPTS} times or the remote kept refusing): {last}"
+        )
+
+    def _write_entries(self, entries: list[tuple[str, bytes]]) -> None:
+        for key, data in entries:
+            path = self.dir / key
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise SyncError(f"cannot create {key} dir: {e}") from e
+            try:
+                path.write_bytes(data)
+            except OSError as e:
+                raise SyncError(f"cannot write {key}: {e}") from e
+            self.run("add", "--", key)
+
+    def put_many(self, entries: list[tuple[str, bytes]], message: str) -> str:
+        """Publish `entries` as one commit, then verify the remote carries them. Returns sha."""
+        self.transact(lambda: self._write_entries(entries), message)
+        status, out, _ = self.run("rev-parse", "HEAD", check=False)
+        if status != 0:
+            raise SyncError("push verification failed: cannot resolve the just-pushed commit")
+        sha = out.decode().strip()
+        self.verify_carried(entries, sha)
+        return sha
+
+    def _carries(self, ref: str, key: str, data: bytes) -> bool:
+        if key.endswith((".cck", ".cce")):
+            return self.has(key, ref)
+        st, out, _ = self.run("cat-file", "blob", f"{ref}:{key}", check=False)
+        return st == 0 and out == data
+
+    def verify_carried(self, entries: list[tuple[str, bytes]], sha: str) -> None:
+        self.fetch()
+        for key, data in entries:
+            if self._carries(self.origin, key, data):
+                continue
+            if not self._carries(sha, key, data):
+                raise SyncError(
+                    f"push verification failed: neither {self.origin} nor the pushed commit {sha} "
+                    f"carries {key} with the just-pushed content — fetch and inspect {self.origin}; "
+                    "local stores are unaffected; re-run the push to retry"
+                )
+            if not self.ok("merge-base", "--is-ancestor", sha, self.origin):
+                raise SyncError(
+                    f"push verification failed: the pushed commit {sha} carrying {key} never "
+                    f"landed on {self.origin} — nothing was published; fetch and inspect "
+                    f"{self.origin}; local stores are unaffected; re-run the push to retry"
+                )
+
+    def remove_many(self, keys: list[str], message: str) -> None:
+        if not keys:
+            return
+
+        def apply() -> None:
+            self.run("rm", "-q", "--ignore-unmatch", "--", *keys)
+
+        self.transact(apply, message)
+
+    def ensure_attribute(self, line: str, needle: str, message: str) -> bool:
+        """Commit `line` to `.gitattributes` unless it already mentions `needle`. True if added."""
+        self.fetch()
+        self.reset_onto_origin()
+        path = self.dir / ".gitattributes"
+
+        def current_text() -> str:
+            try:
+                return path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return ""
+            except (OSError, UnicodeDecodeError) as e:
+                raise SyncError(f"cannot write .gitattributes: {e}") from e
+
+        if needle in current_text():
+            return False
+        if self._lfs:
+            self.run("lfs", "install", "--local", check=False)
+
+        def apply() -> None:
+            text = current_text()
+            if needle in text:
+                return
+            if text and not text.endswith("\n"):
+                text += "\n"
+            try:
+                path.write_text(text + line + "\n", encoding="utf-8")
+            except OSError as e:
+                raise SyncError(f"cannot write .gitattributes: {e}") from e
+            self.run("add", "--", ".gitattributes")
+
+        self.transact(apply, message)
+        return True
+
+
+@contextlib.contextmanager
+def open_cache(remote: Remote, *, for_write: bool = False) -> Iterator[GitCache]:
+    """Open (clone or heal) the working clone for `remote`, holding its lock."""
+    d = clone_dir(remote)
+    home = sync_home()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SyncError(f"cannot create sync home: {e}") from e
+    fd = os.open(home / f".{d.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        cache = GitCache(remote, d)
+        cache.open(for_write=for_write)
+        yield cache
+    finally:
+        os.close(fd)

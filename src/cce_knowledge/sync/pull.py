@@ -1,0 +1,140 @@
+"""`cce knowledge pull`: fetch, verify and install a published corpus (conformance-sync.md §5).
+
+Install order is the failure-safety argument: the snapshot file first, then its
+read-back hash, then the marker, and `current` last. Until `current` moves, readers
+keep seeing the previously active store; a failure anywhere before that leaves it
+(and its marker) usable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cce_knowledge.atomic import atomic_write
+from cce_knowledge.errors import CceError, SyncError
+from cce_knowledge.store import display_dir, dumps, knowledge_dir, prune_other_snapshots
+from cce_knowledge.sync import keys as K
+from cce_knowledge.sync.cck import CckArtifact, import_keyed
+from cce_knowledge.sync.gitcache import GitCache, open_cache
+from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
+from cce_knowledge.sync.remote import Remote, resolve_remote
+
+
+@dataclass
+class PullResult:
+    corpus_id: str
+    snapshot: str
+    checksum: str
+    records: int
+    chunks: int
+    store_path: Path
+    installed_sha256: str | None
+    remote: str = ""
+    store_display: str = ""
+
+    @property
+    def report(self) -> str:
+        return (
+            f"Pulled corpus {self.corpus_id}@{self.snapshot}\n"
+            f"  records  : {self.records} · chunks : {self.chunks}\n"
+            f"  checksum : {self.checksum}\n"
+            f"  store    : {self.store_display}\n"
+        )
+
+
+def no_pointer(corpus_id: str) -> str:
+    return (
+        f"no `current` pointer for corpus {corpus_id} on the remote — has anything been pushed? "
+        f"(`cce knowledge push --corpus {corpus_id}`)"
+    )
+
+
+def check_marker_guard(root: str | os.PathLike[str], corpus_id: str) -> None:
+    marker = read_marker_strict(root)
+    if marker is not None and marker.corpus_id != corpus_id:
+        raise SyncError(
+            f"the local knowledge store came from corpus `{marker.corpus_id}` but you are pulling "
+            f"`{corpus_id}`. Pass --force to replace it (one active corpus per root)."
+        )
+
+
+def install(
+    root: str | os.PathLike[str], art: CckArtifact, corpus_id: str, requested: str
+) -> tuple[Path, str | None]:
+    """Write snapshot → read back → marker → `current` → prune. Returns (path, sha256)."""
+    d = knowledge_dir(root)
+    snap = art.manifest.snapshot
+    path = d / f"{snap}.json"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, dumps(art.store))
+    except OSError as e:
+        raise SyncError(f"could not write the knowledge store under {os.fspath(root)}: {e}") from e
+    try:
+        installed: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        installed = None
+    try:
+        write_marker(root, SyncMarker(corpus_id, requested, art.checksum, installed))
+    except OSError as e:
+        raise SyncError(f"could not write the knowledge sync marker: {e}") from e
+    try:
+        atomic_write(d / "current", f"{snap}\n".encode())
+    except OSError as e:
+        raise SyncError(
+            f"could not advance the knowledge `current` pointer under {os.fspath(root)}: {e}"
+        ) from e
+    prune_other_snapshots(root, snap)
+    return path, installed
+
+
+def fetch_artifact(cache: GitCache, corpus_id: str, snapshot: str) -> CckArtifact:
+    key = K.artifact_key(corpus_id, snapshot)
+    return import_keyed(key, cache.get(key))
+
+
+def pull_corpus(
+    root: str | os.PathLike[str],
+    corpus: str | None = None,
+    snapshot: str | None = None,
+    force: bool = False,
+    remote: str | Remote | None = None,
+) -> PullResult:
+    """Install a corpus snapshot (default: the remote `current`) into `root`."""
+    corpus_id = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
+    if snapshot is not None:
+        K.check_snapshot_arg(snapshot)
+    rem: Remote = resolve_remote(root, remote)
+    with open_cache(rem) as cache:
+        if snapshot is None:
+            ptr = K.pointer_key(corpus_id)
+            try:
+                snapshot = cache.read_text(ptr)
+            except CceError as e:
+                raise SyncError(no_pointer(corpus_id)) from e
+            if snapshot:
+                K.check_snapshot_arg(snapshot)
+        if not force:
+            check_marker_guard(root, corpus_id)
+        art = fetch_artifact(cache, corpus_id, snapshot)
+    # Never trust the manifest to name a file path outside the knowledge dir.
+    if not K.is_snapshot_id(art.manifest.snapshot):
+        raise SyncError(
+            f"{K.artifact_key(corpus_id, snapshot)}: manifest snapshot "
+            f"`{art.manifest.snapshot}` is not a 16-hex snapshot id"
+        )
+    path, installed = install(root, art, corpus_id, snapshot)
+    return PullResult(
+        corpus_id=corpus_id,
+        snapshot=snapshot,
+        checksum=art.checksum,
+        records=art.manifest.records,
+        chunks=art.manifest.chunk_count,
+        store_path=path,
+        installed_sha256=installed,
+        remote=rem.display,
+        store_display=f"{display_dir(root)}/{art.manifest.snapshot}.json",
+    )

@@ -1,0 +1,104 @@
+"""`cce sync pull --all --into <dir>`: install the cache's knowledge corpus (conformance-sync.md §6.3).
+
+cce-knowledge carries no code artifacts, so code-repo members are reported as
+skipped; the knowledge step follows the reference's selection rules and never
+fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from cce_knowledge.errors import CceError
+from cce_knowledge.sync.gitcache import open_cache
+from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
+from cce_knowledge.sync.marker import read_marker_lenient
+from cce_knowledge.sync.pull import pull_corpus
+from cce_knowledge.sync.remote import Remote, resolve_listing_remote
+
+
+@dataclass
+class PullAllResult:
+    remote: str
+    lines: list[str] = field(default_factory=list)
+    pulled: int = 0
+    up_to_date: int = 0
+    skipped: int = 0
+    #: "pulled", "up-to-date", "skipped" or None (no corpus in the cache)
+    knowledge: str | None = None
+
+    @property
+    def report(self) -> str:
+        return "".join(self.lines) + (
+            f"summary       : {self.pulled} pulled · {self.up_to_date} up-to-date · "
+            f"{self.skipped} skipped\n"
+        )
+
+
+def _row(status: str, what: str) -> str:
+    return f"  {'knowledge':<16} {status:<12}{what}\n"
+
+
+def pull_all(
+    into: str | os.PathLike[str], remote: str | Remote | None = None, corpus: str | None = None
+) -> PullAllResult:
+    rem = remote if isinstance(remote, Remote) else resolve_listing_remote(into, remote)
+    with open_cache(rem) as cache:
+        ids = cache.list_corpora()
+        repos = _repo_rows(cache)
+        rows: dict[str, CorpusRow] = {i: corpus_row(cache, i) for i in ids}
+    res = PullAllResult(remote=rem.display)
+    res.lines.append(f"remote        : {rem.display}\n\n")
+    if not repos:
+        if ids:
+            res.lines.append("No code repos cached — the cache carries only knowledge corpora.\n\n")
+        else:
+            res.lines.append("The cache is empty — nothing has been pushed yet.\n")
+    for r in repos:
+        res.skipped += 1
+        res.lines.append(
+            f"  warning: skipped code repo {r.repo_id} — cce-knowledge installs knowledge "
+            "corpora only\n"
+        )
+    chosen: str | None = None
+    if corpus is not None:
+        if corpus in ids:
+            chosen = corpus
+        else:
+            res.lines.append(
+                f"  warning: skipped knowledge — corpus `{corpus}` is not in the cache "
+                f"(it carries: {', '.join(ids)})\n"
+            )
+            res.knowledge = "skipped"
+    elif len(ids) == 1:
+        chosen = ids[0]
+    elif len(ids) > 1:
+        res.lines.append(
+            f"  warning: skipped knowledge — the cache carries {len(ids)} corpora "
+            f"({', '.join(ids)}); one active corpus per root — pass --corpus <id> to install one\n"
+        )
+        res.knowledge = "skipped"
+    if chosen is None:
+        return res
+    current = rows[chosen].current
+    if not current:
+        res.lines.append(
+            f"  warning: skipped knowledge corpus {chosen} — no `current` pointer on the remote\n"
+        )
+        res.knowledge = "skipped"
+        return res
+    marker = read_marker_lenient(into)
+    if marker is not None and marker.corpus_id == chosen and marker.snapshot == current:
+        res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
+        res.knowledge = "up-to-date"
+        return res
+    try:
+        pr = pull_corpus(into, corpus=chosen, remote=rem)
+    except CceError as e:
+        res.lines.append(f"  warning: skipped knowledge corpus {chosen} — {e.message}\n")
+        res.knowledge = "skipped"
+        return res
+    res.lines.append(_row("pulled", f"{chosen}@{pr.snapshot}  → .cce/knowledge/"))
+    res.knowledge = "pulled"
+    return res

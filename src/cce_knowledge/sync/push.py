@@ -1,0 +1,202 @@
+"""`cce knowledge push`: publish the local store as a `.cck` (conformance-sync.md §4).
+
+Step order: load store → corpus id → export → remote + clone → shrink guard →
+`*.cck` LFS attribute → one publish commit (artifact, `current`, `corpus.json`) with
+read-back verification → report → retention (best effort). Nothing local is written.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from cce_knowledge.config import load_knowledge_sync_config, load_sync_config, parse_retention
+from cce_knowledge.errors import CceError, StoreError, SyncError
+from cce_knowledge.jsonout import pretty
+from cce_knowledge.store import KnowledgeStore, display_dir, load_current
+from cce_knowledge.sync import guard as G
+from cce_knowledge.sync import keys as K
+from cce_knowledge.sync.cck import CckArtifact, export_cck, import_keyed
+from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, open_cache
+from cce_knowledge.sync.remote import Remote, resolve_remote
+
+META_SCHEMA = "cce.knowledgemeta/v1"
+
+
+@dataclass
+class PushResult:
+    corpus_id: str
+    snapshot: str
+    key: str
+    checksum: str
+    records: int
+    chunks: int
+    data_as_of: str | None
+    published: bool = False
+    pushed_at: str | None = None
+    remote: str = ""
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    #: "first-publish", "unchanged", "divergent", "diff" or "skipped" (--force)
+    guard: str = "skipped"
+    pruned: list[str] = field(default_factory=list)
+    retention_warning: str | None = None
+    report: str = ""
+
+
+def utc_now() -> str:
+    t = time.gmtime()
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
+        f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
+    )
+
+
+def corpus_meta(art: CckArtifact, corpus_id: str, pushed_at: str) -> bytes:
+    m = art.manifest
+    meta = {
+        "chunk_count": m.chunk_count,
+        "corpus_id": corpus_id,
+        "current": m.snapshot,
+        "data_as_of": m.data_as_of,
+        "pushed_at": pushed_at,
+        "records": m.records,
+        "schema": META_SCHEMA,
+    }
+    return (pretty(meta, sort_keys=True) + "\n").encode("utf-8")
+
+
+def load_local_store(root: str | os.PathLike[str]) -> KnowledgeStore:
+    try:
+        return load_current(root)
+    except StoreError as e:
+        raise SyncError(
+            f"no local knowledge store under {display_dir(root)} (`current` missing) — run "
+            "`cce knowledge index <feed.jsonl>` first"
+        ) from e
+
+
+def _fetch_remote(cache: GitCache, corpus_id: str, snapshot: str) -> CckArtifact:
+    key = K.artifact_key(corpus_id, snapshot)
+    return import_keyed(key, cache.get(key))
+
+
+def _guard(cache: GitCache, art: CckArtifact, corpus_id: str, res: PushResult, dry_run: bool) -> None:
+    """Raise on a refusal; fill `res.report` for a dry-run."""
+    ptr = K.pointer_key(corpus_id)
+    remote_snap = cache.read_text(ptr) if cache.has(ptr) else ""
+    if not remote_snap:
+        res.guard = "first-publish"
+        if dry_run:
+            res.report = G.first_publish_dry_run(corpus_id, res.snapshot, res.records, res.chunks)
+        return
+    try:
+        remote = _fetch_remote(cache, corpus_id, remote_snap)
+    except CceError as e:
+        raise SyncError(G.unverifiable(corpus_id, remote_snap, e.message, dry_run)) from e
+    if remote_snap == res.snapshot:
+        if remote.checksum == res.checksum:
+            res.guard = "unchanged"
+            if dry_run:
+                res.report = G.unchanged_dry_run(corpus_id, res.snapshot)
+            return
+        res.guard = "divergent"
+        if dry_run:
+            res.report = G.divergent_dry_run(corpus_id, res.snapshot, remote.checksum, res.checksum)
+            return
+        raise SyncError(G.divergent_error(corpus_id, res.snapshot, remote.checksum, res.checksum))
+    d = G.diff_stores(art.store, remote.store)
+    res.guard = "diff"
+    res.added, res.removed, res.changed = d.added, d.removed, d.changed
+    report = G.diff_report(
+        corpus_id, res.snapshot, remote_snap, art.manifest.records, remote.manifest.records, d
+    )
+    if dry_run:
+        res.report = report + G.NOTHING_PUSHED
+    elif d.removed:
+        raise SyncError(G.shrink_refusal(report, corpus_id, len(d.removed)))
+
+
+def retention_prune(cache: GitCache, corpus_id: str, snapshot: str, keep: int) -> list[str]:
+    """Keys pruned under keep-last-<keep> (first-added order; `current` always kept)."""
+    keys = cache.list_cck(corpus_id)
+    history = cache.first_added(corpus_id)
+    pos = {k: i for i, k in enumerate(history)}
+    inf = len(history) + 1
+    ordered = sorted(keys, key=lambda k: (pos.get(k, inf), k))
+    keep_from = max(0, len(ordered) - keep)
+    current = K.artifact_key(corpus_id, snapshot)
+    doomed = [k for k in ordered[:keep_from] if k != current]
+    for k in doomed:
+        K.check_prune_key(k, corpus_id)
+    cache.remove_many(doomed, f"cce knowledge sync: retention prune ({corpus_id})")
+    return doomed
+
+
+def success_report(res: PushResult, policy: int | None) -> str:
+    out = (
+        f"Pushed corpus {res.corpus_id}@{res.snapshot}\n"
+        f"  key        : {res.key}\n"
+        f"  checksum   : {res.checksum}\n"
+        f"  records    : {res.records} · chunks : {res.chunks}\n"
+        f"  data as-of : {res.data_as_of or '-'}\n"
+        f"  pushed at  : {res.pushed_at}\n"
+    )
+    if res.retention_warning is not None:
+        out += f"  warning: retention prune failed — {res.retention_warning}\n"
+    elif res.pruned:
+        s = "" if len(res.pruned) == 1 else "s"
+        out += f"  retention  : pruned {len(res.pruned)} snapshot{s} (keep-last-{policy})\n"
+    return out
+
+
+def push_corpus(
+    root: str | os.PathLike[str],
+    corpus: str | None = None,
+    remote: str | Remote | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+) -> PushResult:
+    """Publish (or dry-run) the local store. Raises CceError on every refusal."""
+    store = load_local_store(root)
+    corpus_id = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
+    art = export_cck(store, corpus_id)
+    rem: Remote = resolve_remote(root, remote)
+    key = K.artifact_key(corpus_id, store.snapshot)
+    res = PushResult(
+        corpus_id=corpus_id,
+        snapshot=store.snapshot,
+        key=key,
+        checksum=art.checksum,
+        records=store.records,
+        chunks=len(store.chunks),
+        data_as_of=art.manifest.data_as_of,
+        remote=rem.display,
+    )
+    with open_cache(rem, for_write=not dry_run) as cache:
+        if dry_run or not force:
+            _guard(cache, art, corpus_id, res, dry_run)
+        if dry_run:
+            return res
+        if load_sync_config(root).lfs:
+            cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
+        res.pushed_at = utc_now()
+        entries = [
+            (key, art.data),
+            (K.pointer_key(corpus_id), f"{store.snapshot}\n".encode()),
+            (K.meta_key(corpus_id), corpus_meta(art, corpus_id, res.pushed_at)),
+        ]
+        for k, _ in entries:
+            K.check_write_key(k, corpus_id)
+        cache.put_many(entries, "cce sync: 3 artifacts")
+        res.published = True
+        policy = parse_retention(load_knowledge_sync_config(root).retention)
+        if policy is not None:
+            try:
+                res.pruned = retention_prune(cache, corpus_id, store.snapshot, policy)
+            except CceError as e:
+                res.retention_warning = e.message
+        res.report = success_report(res, policy)
+    return res
