@@ -1,37 +1,281 @@
-"""TEMPORARY stand-in: the exact serde_json-compatible parser replaces this module.
+"""The `cce.knowledge/v1` NDJSON feed parser (conformance-core.md §1).
 
-API (stable): parse_feed(text) -> list[KnowledgeRecord], raising ContractError with
-`line {N}: invalid cce.knowledge/v1 record: {message}`.
+Two paths, one behaviour:
+
+* the fast path hands each line to the C `json` module (with hooks that expose
+  duplicate keys and refuse NaN/Infinity) and then checks the serde_json rules the
+  C module does not apply — but only on the 12 known fields, as serde_json does;
+* anything it cannot vouch for — a bad line, an array-form record, a value too deep
+  for Python's recursion — goes to the exact scanner (`jsonparse`), which is the
+  authority and produces serde_json's error text.
+
+Tests prove both paths agree on generated input.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from cce_knowledge.contract.jsonparse import (
+    FieldReader,
+    ScanError,
+    Scanner,
+    format_path,
+    scan_struct,
+)
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.errors import ContractError
-from cce_knowledge.rustcompat import rs_is_blank
+from cce_knowledge.rustcompat import RUST_WS_CHARS
 
-_FIELDS = ("id", "title", "body", "source", "url", "state", "state_reason", "updated_at",
-           "labels", "group", "links", "extra")
+KNOWLEDGE_SCHEMA_ID = "cce.knowledge/v1"
+
+#: (field, reader, required) in the record's declaration order — which is also the
+#: position order of the array form.
+RECORD_FIELDS: tuple[tuple[str, FieldReader, bool], ...] = (
+    ("id", Scanner.str_field, True),
+    ("title", Scanner.str_field, True),
+    ("body", Scanner.str_field, True),
+    ("source", Scanner.str_field, True),
+    ("url", Scanner.opt_str_field, False),
+    ("state", Scanner.opt_str_field, False),
+    ("state_reason", Scanner.opt_str_field, False),
+    ("updated_at", Scanner.opt_str_field, False),
+    ("labels", Scanner.str_seq_field, False),
+    ("group", Scanner.opt_str_field, False),
+    ("links", Scanner.str_seq_field, False),
+    ("extra", Scanner.opt_value_field, False),
+)
+KNOWN_FIELDS = frozenset(f[0] for f in RECORD_FIELDS)
+_REQUIRED = ("id", "title", "body", "source")
+_OPT_STR = ("url", "state", "state_reason", "updated_at", "group")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: serde_json accepts 127 nested containers; the record object is the first.
+_MAX_DEPTH = 127
 
 
-def parse_feed(text: str) -> list[KnowledgeRecord]:
-    out: list[KnowledgeRecord] = []
+@dataclass(frozen=True, slots=True)
+class FeedLineError:
+    """One bad feed line: where (1-based line, byte column, JSON path) and why."""
+
+    line: int
+    column: int
+    path: str
+    message: str
+
+    @property
+    def serde_text(self) -> str:
+        return f"{self.message} at line 1 column {self.column}"
+
+    def contract_message(self) -> str:
+        """The reference engine's exact error text for this line."""
+        return f"line {self.line}: invalid {KNOWLEDGE_SCHEMA_ID} record: {self.serde_text}"
+
+
+# -- reading ------------------------------------------------------------------
+
+
+def io_error_text(e: OSError) -> str:
+    """Rust's `io::Error` display: `No such file or directory (os error 2)`."""
+    if e.errno is not None and e.strerror:
+        return f"{e.strerror} (os error {e.errno})"
+    return str(e)
+
+
+def check_is_file(path: str | os.PathLike[str]) -> None:
+    """`cce knowledge index` refuses anything but a regular file (symlinks followed)."""
+    if not os.path.isfile(path):
+        raise ContractError(f"not a file: {os.fspath(path)}")
+
+
+def read_feed(path: str | os.PathLike[str]) -> tuple[bytes, str]:
+    """Read a feed as raw bytes and UTF-8 text, unchanged (a BOM and CRLF stay)."""
+    shown = os.fspath(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ContractError(f"could not read {shown}: {io_error_text(e)}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContractError(f"could not read {shown}: stream did not contain valid UTF-8") from None
+    return raw, text
+
+
+# -- lines --------------------------------------------------------------------
+
+
+def _feed_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Non-blank lines with their 1-based numbers (`str::lines`; blank = RUST_WS trim)."""
+    if not text:
+        return
     parts = text.split("\n")
-    if parts and parts[-1] == "":
+    if parts[-1] == "":
         parts.pop()
     for n, line in enumerate(parts, 1):
         if line.endswith("\r"):
             line = line[:-1]
-        if rs_is_blank(line):
+        if not line.strip(RUST_WS_CHARS):
             continue
+        yield n, line
+
+
+# -- the exact path -------------------------------------------------------------
+
+
+def _record_from_fields(f: dict[str, Any]) -> KnowledgeRecord:
+    return KnowledgeRecord(
+        id=f["id"],
+        title=f["title"],
+        body=f["body"],
+        source=f["source"],
+        url=f.get("url"),
+        state=f.get("state"),
+        state_reason=f.get("state_reason"),
+        updated_at=f.get("updated_at"),
+        labels=f.get("labels", []),
+        group=f.get("group"),
+        links=f.get("links", []),
+        extra=f.get("extra"),
+    )
+
+
+def parse_line_exact(line: str, line_no: int = 1) -> KnowledgeRecord | FeedLineError:
+    """Parse one line with the exact scanner (the authority on errors)."""
+    try:
+        fields = scan_struct(
+            line.encode("utf-8", "surrogatepass"), "KnowledgeRecord", RECORD_FIELDS
+        )
+    except ScanError as e:
+        return FeedLineError(line_no, e.column, format_path(e.path), e.message)
+    return _record_from_fields(fields)
+
+
+# -- the fast path ----------------------------------------------------------------
+
+
+class _Pairs(list[Any]):
+    """An object as its (key, value) pairs, so duplicates stay visible."""
+
+
+class _Undecided(Exception):
+    pass
+
+
+def _refuse_constant(_: str) -> Any:
+    raise _Undecided
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_Pairs, parse_constant=_refuse_constant)
+
+
+def _clean_str(v: Any, check_surrogates: bool) -> bool:
+    return type(v) is str and not (check_surrogates and _SURROGATE.search(v))
+
+
+def _value_ok(v: Any, depth: int, check_surrogates: bool) -> bool:
+    """serde_json `Value` rules for a known field's value: depth, range, surrogates."""
+    t = type(v)
+    if t is str:
+        return not (check_surrogates and _SURROGATE.search(v))
+    if t is _Pairs or t is list:
+        if depth > _MAX_DEPTH:
+            return False
+        if t is _Pairs:
+            return all(
+                _clean_str(k, check_surrogates) and _value_ok(x, depth + 1, check_surrogates)
+                for k, x in v
+            )
+        return all(_value_ok(x, depth + 1, check_surrogates) for x in v)
+    if t is float:
+        return not math.isinf(v)
+    if t is int:
         try:
-            obj = json.loads(line)
-            rec = KnowledgeRecord(**{k: v for k, v in obj.items() if k in _FIELDS})
-            rec.labels = rec.labels or []
-            rec.links = rec.links or []
-        except Exception as e:  # noqa: BLE001 - placeholder
-            raise ContractError(f"line {n}: invalid cce.knowledge/v1 record: {e}") from e
-        out.append(rec)
+            float(v)
+        except OverflowError:
+            return False
+        return True
+    return v is None or t is bool
+
+
+def _plain(v: Any) -> Any:
+    """Turn pair lists back into dicts (last duplicate wins, as serde_json's Map)."""
+    if type(v) is _Pairs:
+        return {k: _plain(x) for k, x in v}
+    if type(v) is list:
+        return [_plain(x) for x in v]
+    return v
+
+
+def parse_line_fast(line: str) -> KnowledgeRecord | None:
+    """The C-speed path. Returns None when it cannot vouch for the line."""
+    try:
+        obj = _DECODER.decode(line)
+    except Exception:  # any failure means "ask the exact scanner"
+        return None
+    if type(obj) is not _Pairs:
+        return None
+    # A lone surrogate can only come from a `\u` escape (the text itself is UTF-8).
+    check = "\\u" in line
+    f: dict[str, Any] = {}
+    for k, v in obj:
+        if k in KNOWN_FIELDS:
+            if k in f:
+                return None
+            f[k] = v
+        elif check and _SURROGATE.search(k):
+            return None
+    for k in _REQUIRED:
+        if not _clean_str(f.get(k), check):
+            return None
+    for k in _OPT_STR:
+        v = f.get(k)
+        if v is not None and not _clean_str(v, check):
+            return None
+    for k in ("labels", "links"):
+        if k in f:
+            v = f[k]
+            if type(v) is not list or not all(_clean_str(x, check) for x in v):
+                return None
+    if "extra" in f:
+        extra = f["extra"]
+        if not _value_ok(extra, 2, check):
+            return None
+        f["extra"] = _plain(extra)
+    return _record_from_fields(f)
+
+
+# -- public API -------------------------------------------------------------------
+
+
+def parse_line(line: str, line_no: int = 1) -> KnowledgeRecord | FeedLineError:
+    rec = parse_line_fast(line)
+    if rec is not None:
+        return rec
+    return parse_line_exact(line, line_no)
+
+
+def iter_feed(text: str) -> Iterator[tuple[int, KnowledgeRecord | FeedLineError]]:
+    """Every non-blank line's record or error, without stopping at the first error."""
+    for n, line in _feed_lines(text):
+        r = parse_line(line, n)
+        if isinstance(r, FeedLineError) and r.line != n:
+            r = FeedLineError(n, r.column, r.path, r.message)
+        yield n, r
+
+
+def parse_feed(text: str) -> list[KnowledgeRecord]:
+    """Parse a whole feed; the first bad line raises
+    `ContractError("line N: invalid cce.knowledge/v1 record: …")`. No partial result."""
+    out: list[KnowledgeRecord] = []
+    for _, r in iter_feed(text):
+        if isinstance(r, FeedLineError):
+            raise ContractError(r.contract_message())
+        out.append(r)
     return out

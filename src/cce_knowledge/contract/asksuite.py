@@ -1,0 +1,163 @@
+"""The `cce.knowledge.ask/v1` suite contract (conformance-core.md §8.1).
+
+NDJSON: an optional header `{"schema":"cce.knowledge.ask/v1","corpus":"…"}` as the
+first non-blank line, then one case per line
+`{"id":"…","query":"…","expect":["record-id",…],"k":N}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cce_knowledge.contract.jsonparse import ScanError, scan_value
+from cce_knowledge.errors import ContractError
+from cce_knowledge.rustcompat import rs_is_blank, rs_lines, rust_debug_str
+
+ASK_SCHEMA_ID = "cce.knowledge.ask/v1"
+ASK_REPORT_SCHEMA_ID = "cce.knowledge.ask.report/v1"
+DEFAULT_ASK_K = 10
+_U64_MAX = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class AskCase:
+    id: str
+    query: str
+    expect: list[str]
+    k: int
+
+
+@dataclass(frozen=True, slots=True)
+class AskSuite:
+    corpus: str | None
+    cases: list[AskCase]
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteLineError:
+    """One bad suite line, for `cce knowledge validate` (path is a JSON path)."""
+
+    line: int
+    path: str
+    message: str
+    column: int | None = None
+
+
+def _get(obj: Any, key: str) -> Any:
+    """`Value::get(key)`: only objects have keys; a missing key and a non-object are
+    both "absent" (returned as the sentinel `_ABSENT`)."""
+    if isinstance(obj, dict):
+        return obj.get(key, _ABSENT)
+    return _ABSENT
+
+
+_ABSENT = object()
+
+
+def _is_u64(v: Any) -> bool:
+    # `Value::as_u64`: a JSON integer in 0..=u64::MAX. Floats (even `3.0`), negatives
+    # and `-0` (which serde_json reads as a float) are not.
+    return type(v) is int and 0 <= v <= _U64_MAX
+
+
+def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLineError | None]]:
+    """Yield `(line, item, error)` for every non-blank line, continuing past errors.
+
+    `item` is an `AskCase`, the header's corpus (`str`, or `None` for a header without
+    a usable corpus) — header lines are reported with `item` set to the corpus and a
+    `None` error — and `error` describes a bad line. The header/case ordering rule
+    follows what has been *accepted* so far, as the reference does.
+    """
+    seen_header = False
+    seen_case = False
+    for n, line in enumerate(rs_lines(text), 1):
+        if rs_is_blank(line):
+            continue
+        try:
+            obj = scan_value(line.encode("utf-8", "surrogatepass"))
+        except ScanError as e:
+            yield n, None, SuiteLineError(n, _path(e), f"invalid JSON: {e.serde_text()}", e.column)
+            continue
+        if _get(obj, "schema") is not _ABSENT and _get(obj, "query") is _ABSENT:
+            if seen_header or seen_case:
+                yield n, None, SuiteLineError(n, "$", "header must be the first line")
+                continue
+            schema = obj["schema"] if isinstance(obj["schema"], str) else ""
+            if schema != ASK_SCHEMA_ID:
+                yield n, None, SuiteLineError(
+                    n,
+                    "$.schema",
+                    f"unknown schema {rust_debug_str(schema)} "
+                    f"(expected {rust_debug_str(ASK_SCHEMA_ID)})",
+                )
+                continue
+            seen_header = True
+            corpus = obj.get("corpus")
+            yield n, corpus if isinstance(corpus, str) and corpus else None, None
+            continue
+        query = _get(obj, "query")
+        if not isinstance(query, str):
+            yield n, None, SuiteLineError(n, "$.query", "case missing string `query`")
+            continue
+        raw_expect = _get(obj, "expect")
+        expect = [e for e in raw_expect if isinstance(e, str)] if isinstance(raw_expect, list) else []
+        if not expect:
+            yield n, None, SuiteLineError(n, "$.expect", "case needs a non-empty `expect` array")
+            continue
+        raw_k = _get(obj, "k")
+        if raw_k is _ABSENT:
+            k = DEFAULT_ASK_K
+        elif not _is_u64(raw_k):
+            yield n, None, SuiteLineError(n, "$.k", "`k` must be a positive integer")
+            continue
+        elif raw_k == 0:
+            yield n, None, SuiteLineError(n, "$.k", "`k` must be >= 1")
+            continue
+        else:
+            k = raw_k
+        raw_id = _get(obj, "id")
+        case_id = raw_id if isinstance(raw_id, str) else f"q{n}"
+        seen_case = True
+        yield n, AskCase(case_id, query, expect, k), None
+
+
+def _path(e: ScanError) -> str:
+    from cce_knowledge.contract.jsonparse import format_path
+
+    return format_path(e.path)
+
+
+def parse_suite(text: str) -> AskSuite:
+    """Parse a whole suite, raising `ContractError("line N: …")` at the first bad line
+    and `ContractError("suite has no cases")` when there are none."""
+    corpus: str | None = None
+    cases: list[AskCase] = []
+    for n, item, err in iter_suite(text):
+        if err is not None:
+            raise ContractError(f"line {n}: {err.message}")
+        if isinstance(item, AskCase):
+            cases.append(item)
+        else:
+            corpus = item
+    if not cases:
+        raise ContractError("suite has no cases")
+    return AskSuite(corpus, cases)
+
+
+def read_suite(path: str | Path) -> str:
+    """Read a suite file as UTF-8: `could not read suite {path}: {io error}`."""
+    from cce_knowledge.contract.ndjson import io_error_text
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ContractError(f"could not read suite {path}: {io_error_text(e)}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContractError(
+            f"could not read suite {path}: stream did not contain valid UTF-8"
+        ) from None
