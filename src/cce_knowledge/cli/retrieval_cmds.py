@@ -1,1 +1,140 @@
-"""Placeholder: commands of this group are registered here (see cli/main.py)."""
+"""`cce knowledge search` and `cce knowledge ask` (argparse only; the library loads in the handler)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cce_knowledge.cli.common import add_dir
+
+_RANKINGS = ("default", "reference")
+
+
+def _positive_int(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid positive integer: {v!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {v!r}")
+    return n
+
+
+def _finite_float(v: str) -> float:
+    import math
+
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {v!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"must be finite: {v!r}")
+    return x
+
+
+def _add_ranking(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ranking",
+        choices=_RANKINGS,
+        default=None,
+        help="default (record-level BM25F, ours) or reference (the reference engine's "
+        "hybrid ranking, byte-exact); default: knowledge.ranking in .cce/config, else default",
+    )
+
+
+def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    sp = sub.add_parser(
+        "search",
+        help="search the knowledge store for the why behind code",
+        formatter_class=formatter_class,
+        description=(
+            "Search the installed knowledge store (built by `cce knowledge index` or\n"
+            "`cce knowledge pull`). Each hit prints a provenance header and a citation\n"
+            "`record_id:start-end`. not_planned/wontfix records never surface."
+        ),
+    )
+    sp.add_argument("query", metavar="QUERY", help="what you want to know (plain words)")
+    add_dir(sp)
+    sp.add_argument("-k", "--top-k", type=_positive_int, default=8, metavar="N",
+                    help="number of hits (default: 8)")
+    _add_ranking(sp)
+    sp.add_argument("--min-score", type=_finite_float, default=None, metavar="X",
+                    help="drop hits scoring below X (default: 0.05 for the default ranking; "
+                    "knowledge.min_score, 0.30, for the reference ranking)")
+    sp.add_argument("--json", action="store_true", help="print hits as a JSON array")
+    sp.set_defaults(func=cmd_search)
+
+    ap = sub.add_parser(
+        "ask",
+        help="prove a corpus answers a suite of questions (cce.knowledge.ask/v1)",
+        formatter_class=formatter_class,
+        description=(
+            "Run a cce.knowledge.ask/v1 suite: each question must surface its expected\n"
+            "record ids in its top k. Without --dir the suite's `corpus` header feed is\n"
+            "ingested in memory; with --dir the installed store is used.\n"
+            "Exit 0 when every question is proven, 1 otherwise (usable as a CI gate)."
+        ),
+    )
+    ap.add_argument("suite", metavar="SUITE", help="path to the suite (NDJSON)")
+    ap.add_argument("--dir", default=None, metavar="ROOT",
+                    help="run against the store installed under ROOT/.cce/knowledge")
+    ap.add_argument("--json", action="store_true",
+                    help="print the cce.knowledge.ask.report/v1 JSON report")
+    ap.add_argument("--min-score", type=_finite_float, default=None, metavar="X",
+                    help="score floor (default: --dir's knowledge.min_score or 0.30 for the "
+                    "reference ranking; 0.05 for the default ranking)")
+    _add_ranking(ap)
+    ap.set_defaults(func=cmd_ask)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from cce_knowledge.retrieval import hit_header, resolve_ranking
+    from cce_knowledge.retrieval.searcher import Searcher
+
+    ranking = resolve_ranking(args.dir, args.ranking)
+    hits = Searcher(args.dir).search(
+        args.query, args.top_k, ranking=ranking, min_score=args.min_score
+    )
+    out = sys.stdout
+    if args.json:
+        from cce_knowledge.jsonout import pretty
+
+        doc = [
+            {
+                "rank": h.rank,
+                "record_id": h.record_id,
+                "chunk_id": h.chunk_id,
+                "score": h.score,
+                "title": h.title,
+                "breadcrumb": h.name,
+                "kind": h.kind,
+                "lines": [h.start_line, h.end_line],
+                "url": h.url,
+                "state": h.state,
+                "updated_at": h.updated_at,
+                "content": h.content,
+            }
+            for h in hits
+        ]
+        out.write(pretty(doc) + "\n")
+        return 0
+    if not hits:
+        out.write("No matching knowledge found — try broader or different terms.\n")
+        return 0
+    for h in hits:
+        out.write(hit_header(h) + "\n")
+        out.write(f"    {h.citation()}  {h.name}\n")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from cce_knowledge.ask import regression_message, render_human, report_json, run_ask
+
+    rep = run_ask(args.suite, root=args.dir, min_score=args.min_score, ranking=args.ranking)
+    sys.stdout.write(report_json(rep) if args.json else render_human(rep))
+    if not rep.passed:
+        sys.stdout.flush()
+        print(f"error: {regression_message(rep)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,125 @@
+"""Text analysis for the default ranking: words, identifier sub-words, stopwords, stemming.
+
+Deterministic and keyless: ASCII word runs, ASCII-only lowercasing, a fixed stopword
+list and a small suffix stemmer (written for this project; no external model).
+`getUserName` yields `getusername get user name`; `aws_eks_cluster` yields
+`aws_eks_cluster aws eks cluster` — the whole identifier stays searchable.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+# Sub-word boundaries inside one identifier: lower→Upper, ACRONYMWord, letter↔digit.
+_SUBWORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+STOPWORDS = frozenset(
+    """
+a about above after again against all am an and any are as at be because been before
+being below between both but by can could did do does doing done down during each few
+for from further had has have having he her here hers herself him himself his how i if
+in into is it its itself just me more most my myself no nor not now of off on once only
+or other our ours ourselves out over own same she should so some such than that the
+their theirs them themselves then there these they this those through to too under
+until up very was we were what when where which while who whom why will with would you
+your yours yourself yourselves get got us let lets want wants way ways thing things
+something anything happen happens happened use used uses using does mean means
+""".split()
+)
+
+_VOWELS = frozenset("aeiouy")
+
+
+def _has_vowel(s: str) -> bool:
+    return any(ch in _VOWELS for ch in s)
+
+
+def stem(w: str) -> str:
+    """A light English suffix stemmer (plurals, -ing/-ed/-ly, a few derivations).
+
+    Built so inflections of one word meet: make/makes/making/made→mak is not attempted
+    (irregulars stay apart); locks/locked/locking→lock, lifetimes→lifetim,
+    allocations/allocation/allocate→alloc.
+    """
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suf in ("ational", "ation", "ations", "ator", "ness", "ment", "ingly", "edly", "ly", "ing", "ed", "er"):
+        if w.endswith(suf):
+            base = w[: -len(suf)]
+            if len(base) >= 3 and _has_vowel(base):
+                w = base
+                if suf in ("ing", "ed", "er") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+                    w = w[:-1]  # undouble: running→run, stopped→stop
+            break
+    if w.endswith("ize") or w.endswith("ise"):
+        w = w[:-3] if len(w) > 5 else w
+    if len(w) > 4 and w.endswith("e"):
+        w = w[:-1]
+    if len(w) > 4 and w.endswith("y"):
+        w = w[:-1] + "i"
+    return w
+
+
+_STEM_CACHE: dict[str, str] = {}
+
+
+def _term(low: str) -> str | None:
+    if low in STOPWORDS:
+        return None
+    t = _STEM_CACHE.get(low)
+    if t is None:
+        t = stem(low)
+        if len(_STEM_CACHE) < 500_000:
+            _STEM_CACHE[low] = t
+    return t
+
+
+_SPLIT_CACHE: dict[str, tuple[str, ...]] = {}
+
+
+def _token_terms(tok: str) -> tuple[str, ...]:
+    r = _SPLIT_CACHE.get(tok)
+    if r is not None:
+        return r
+    low = tok.translate(_LOWER)
+    out: list[str] = []
+    whole = _term(low)
+    if whole is not None:
+        out.append(whole)
+    parts = [p for seg in tok.split("_") for p in _SUBWORD.findall(seg)]
+    if len(parts) > 1:
+        for p in parts:
+            t = _term(p.translate(_LOWER))
+            if t is not None and t != whole:
+                out.append(t)
+    r = tuple(out)
+    if len(_SPLIT_CACHE) < 500_000:
+        _SPLIT_CACHE[tok] = r
+    return r
+
+
+def analyze(text: str) -> list[str]:
+    """Index/query terms of `text`, in order (duplicates kept)."""
+    out: list[str] = []
+    for tok in _WORD.findall(text):
+        out.extend(_token_terms(tok))
+    return out
+
+
+def query_terms(query: str) -> list[str]:
+    """Unique terms of a query in first-occurrence order."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for t in analyze(query):
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out

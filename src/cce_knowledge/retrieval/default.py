@@ -1,0 +1,215 @@
+"""The default ranking: record-level BM25F over title + body, best section cited.
+
+Why records and not sections: a question is about a decision, and the words that
+identify it are spread over the record (title, summary, motivation, details). Scoring
+each heading section alone — what the reference does — lets a short off-topic section
+that repeats one query word outrank the right record. Here every record is one
+BM25F document with two fields (title ×3, body ×1, each length-normalised); the hit
+then cites the record's best-matching section so `record:start-end` still points at
+the answer.
+
+Score = Σ_t idf(t)·sat(t, record) / Σ_t idf(t) over the unique query terms, where
+sat = tf'/(k1 + tf') < 1. It is the share of the query's idf mass the record
+covers, in [0, 1), which gives `min_score` a meaning (default 0.05).
+
+This module is the straightforward implementation (and the builder of the numbers
+the fast index stores); `fastindex.py` must reproduce it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cce_knowledge.retrieval.analyze import analyze, query_terms
+from cce_knowledge.rustcompat import rs_trim, score_key
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.store import KnowledgeChunk
+
+DROPPED_REASONS = ("not_planned", "wontfix")
+
+K1 = 1.2
+TITLE_WEIGHT = 3.0
+BODY_WEIGHT = 1.0
+TITLE_B = 0.5
+BODY_B = 0.75
+SECTION_B = 0.75
+
+#: Part of the index key: any change to the analysis or the numbers bumps it.
+PARAMS = f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} bt={TITLE_B} bb={BODY_B} bs={SECTION_B} an=3"
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def field_norm(b: float, length: int, avg: float) -> float:
+    return (1.0 - b) + b * (length / avg) if avg > 0 else 1.0
+
+
+def saturate(tf_title: int, tf_body: int, norm_title: float, norm_body: float) -> float:
+    tfp = TITLE_WEIGHT * tf_title / norm_title + BODY_WEIGHT * tf_body / norm_body
+    return tfp / (K1 + tfp)
+
+
+def section_weight(tf: int, norm: float) -> float:
+    return tf / (tf + K1 * norm)
+
+
+def _counts(terms: list[str]) -> dict[str, int]:
+    d: dict[str, int] = {}
+    for t in terms:
+        d[t] = d.get(t, 0) + 1
+    return d
+
+
+@dataclass(slots=True)
+class RecordDoc:
+    record_id: str
+    chunks: list[int] = field(default_factory=list)  # indexes into the live chunk list
+    sat: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class DefaultModel:
+    """Every number the ranking needs, derived from the live chunks."""
+
+    chunks: list[KnowledgeChunk]
+    records: list[RecordDoc]
+    idf: dict[str, float]
+    n_records: int
+    section_w: list[dict[str, float]]
+
+
+def live_chunks(chunks: Sequence[KnowledgeChunk]) -> list[KnowledgeChunk]:
+    return [c for c in chunks if c.state_reason not in DROPPED_REASONS]
+
+
+def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
+    chunks = live_chunks(all_chunks)
+    by_rec: dict[str, RecordDoc] = {}
+    for i, c in enumerate(chunks):
+        rd = by_rec.get(c.record_id)
+        if rd is None:
+            rd = by_rec[c.record_id] = RecordDoc(c.record_id)
+        rd.chunks.append(i)
+    records = list(by_rec.values())
+
+    chunk_terms = [analyze(c.content) for c in chunks]
+    title_tf: list[dict[str, int]] = []
+    body_tf: list[dict[str, int]] = []
+    tlen: list[int] = []
+    blen: list[int] = []
+    for rd in records:
+        # Facets of a record come from its last chunk (as in the reference).
+        t_terms = analyze(chunks[rd.chunks[-1]].title)
+        body: dict[str, int] = {}
+        bl = 0
+        for ci in rd.chunks:
+            for t in chunk_terms[ci]:
+                body[t] = body.get(t, 0) + 1
+            bl += len(chunk_terms[ci])
+        title_tf.append(_counts(t_terms))
+        body_tf.append(body)
+        tlen.append(len(t_terms))
+        blen.append(bl)
+    n = len(records)
+    avg_t = sum(tlen) / n if n else 0.0
+    avg_b = sum(blen) / n if n else 0.0
+    df: dict[str, int] = {}
+    for r, rd in enumerate(records):
+        nt = field_norm(TITLE_B, tlen[r], avg_t)
+        nb = field_norm(BODY_B, blen[r], avg_b)
+        tt, bt = title_tf[r], body_tf[r]
+        for t in sorted(set(tt) | set(bt)):
+            df[t] = df.get(t, 0) + 1
+            rd.sat[t] = saturate(tt.get(t, 0), bt.get(t, 0), nt, nb)
+    idfs = {t: idf(n, d) for t, d in df.items()}
+
+    avg_c = sum(len(ts) for ts in chunk_terms) / len(chunks) if chunks else 0.0
+    section_w: list[dict[str, float]] = []
+    for ts in chunk_terms:
+        norm = field_norm(SECTION_B, len(ts), avg_c)
+        section_w.append({t: section_weight(f, norm) for t, f in _counts(ts).items()})
+    return DefaultModel(chunks, records, idfs, n, section_w)
+
+
+def query_weights(qterms: Sequence[str], idfs: dict[str, float], n: int) -> tuple[list[float], float]:
+    """Per-term idf (unknown terms count with df = 0) and their sequential sum."""
+    ws = [idfs.get(t, idf(n, 0)) for t in qterms]
+    total = 0.0
+    for w in ws:
+        total += w
+    return ws, total
+
+
+def best_section(model: DefaultModel, rd: RecordDoc, qterms: Sequence[str], ws: Sequence[float]) -> int:
+    """The record's highest-scoring section (first one in store order on ties)."""
+    best, best_s = rd.chunks[0], -1.0
+    for ci in rd.chunks:
+        sw = model.section_w[ci]
+        s = 0.0
+        for t, w in zip(qterms, ws, strict=True):
+            x = sw.get(t)
+            if x is not None:
+                s += w * x
+        if s > best_s:
+            best, best_s = ci, s
+    return best
+
+
+def rank_records(
+    model: DefaultModel, query: str, min_score: float
+) -> list[tuple[RecordDoc, float]]:
+    qterms = query_terms(query)
+    if not qterms or not model.records:
+        return []
+    ws, total = query_weights(qterms, model.idf, model.n_records)
+    out: list[tuple[RecordDoc, float]] = []
+    for rd in model.records:
+        s = 0.0
+        hit = False
+        for t, w in zip(qterms, ws, strict=True):
+            x = rd.sat.get(t)
+            if x is not None:
+                s += w * x
+                hit = True
+        if not hit:
+            continue
+        score = s / total
+        if score < min_score:
+            continue
+        out.append((rd, score))
+    return out
+
+
+def default_search(
+    chunks: Sequence[KnowledgeChunk], query: str, top_k: int, min_score: float
+) -> list[Hit]:
+    """The default ranking, straightforwardly (builds the model on every call)."""
+    if not chunks or not rs_trim(query) or top_k <= 0:
+        return []
+    model = build_model(chunks)
+    return search_model(model, query, top_k, min_score)
+
+
+def search_model(model: DefaultModel, query: str, top_k: int, min_score: float) -> list[Hit]:
+    from cce_knowledge.retrieval.reference import finish_hits
+
+    if not rs_trim(query) or top_k <= 0:
+        return []
+    ranked = rank_records(model, query, min_score)
+    qterms = query_terms(query)
+    ws, _ = query_weights(qterms, model.idf, model.n_records)
+    pairs = []
+    for rd, s in ranked:
+        ci = best_section(model, rd, qterms, ws)
+        pairs.append((model.chunks[ci], s))
+    return finish_hits(pairs, top_k)
+
+
+__all__ = ["PARAMS", "DefaultModel", "build_model", "default_search", "score_key", "search_model"]

@@ -1,0 +1,431 @@
+"""The derived search index: a compact, memory-mapped form of the store for fast search.
+
+Re-reading a pretty-JSON store (tens of MB, 256 floats per chunk) per query is too
+slow, so the first search (or `build_search_index` at index/pull time) derives one
+binary file from it:
+
+    <root>/.cce/knowledge/search/<snapshot>-<key>.idx
+
+`key` covers the file format and the default ranking's parameters, so a change in
+either makes the old file stale. The file is never pushed (only the store is), is
+safe to delete at any time, and is written atomically; readers that find it missing,
+stale or damaged rebuild it from the store. The store's prune only deletes
+`<16hex>.json` in the knowledge dir itself, so this sub-directory is ours to manage.
+
+Layout: an 8-byte magic, an 8-byte little-endian header length, a JSON header
+(counts, section offsets), then 8-byte aligned sections read zero-copy through
+`memoryview.cast`. Queries touch only the postings of their terms and the documents
+of their hits — no JSON parse of the store, no numpy, so a cold `cce knowledge search`
+costs little more than interpreter start-up.
+
+The default ranking is answered here entirely and must equal `default.search_model`
+bit for bit (tests check this on randomised corpora). The reference ranking needs
+every chunk's embedding and BM25 over all chunks; it is served by `fastref.py` from
+the `ref` sections of the same file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import heapq
+import json
+import mmap
+import os
+import sys
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cce_knowledge.errors import StoreError
+from cce_knowledge.retrieval.analyze import query_terms
+from cce_knowledge.retrieval.default import PARAMS, idf
+from cce_knowledge.rustcompat import rs_trim, score_key
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
+
+MAGIC = b"CCESIX01"
+FORMAT = 1
+INDEX_KEY = hashlib.sha256(f"format={FORMAT};{PARAMS}".encode()).hexdigest()[:8]
+SEARCH_DIR = "search"
+
+def search_dir(root: str | os.PathLike[str]) -> Path:
+    return Path(root) / ".cce" / "knowledge" / SEARCH_DIR
+
+
+def index_path(root: str | os.PathLike[str], snapshot: str) -> Path:
+    return search_dir(root) / f"{snapshot}-{INDEX_KEY}.idx"
+
+
+# ---------------------------------------------------------------- building
+
+
+def _doc_bytes(c: KnowledgeChunk) -> bytes:
+    return json.dumps(
+        [
+            c.chunk_id,
+            c.record_id,
+            c.title,
+            c.kind,
+            c.name,
+            c.state,
+            c.updated_at,
+            c.url,
+            c.start_line,
+            c.end_line,
+            c.content,
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8")
+
+
+def build_bytes(store: KnowledgeStore, *, with_reference: bool = True) -> bytes:
+    """The index file for `store` (deterministic: same store → same bytes)."""
+    from cce_knowledge.retrieval.default import build_model
+
+    model = build_model(store.chunks)
+    # Chunks are renumbered so each record's sections are contiguous (store order kept).
+    order: list[int] = []
+    rec_chunk_ptr = array("q", [0])
+    for rd in model.records:
+        order.extend(rd.chunks)
+        rec_chunk_ptr.append(len(order))
+    new_of = {old: new for new, old in enumerate(order)}
+
+    terms = sorted(model.idf)
+    tid = {t: i for i, t in enumerate(terms)}
+    rec_post: list[list[tuple[int, float]]] = [[] for _ in terms]
+    for r, rd in enumerate(model.records):
+        for t, x in rd.sat.items():
+            rec_post[tid[t]].append((r, x))
+    sec_post: list[list[tuple[int, float]]] = [[] for _ in terms]
+    for old, sw in enumerate(model.section_w):
+        c = new_of[old]
+        for t, x in sw.items():
+            sec_post[tid[t]].append((c, x))
+
+    sections: dict[str, bytes] = {}
+    term_blob = bytearray()
+    term_off = array("q", [0])
+    for t in terms:
+        term_blob += t.encode("ascii")
+        term_off.append(len(term_blob))
+    sections["term_blob"] = bytes(term_blob)
+    sections["term_off"] = term_off.tobytes()
+    sections["term_idf"] = array("d", [model.idf[t] for t in terms]).tobytes()
+
+    def csr(posts: list[list[tuple[int, float]]], name: str) -> None:
+        ptr = array("q", [0])
+        ids = array("i")
+        ws = array("d")
+        for p in posts:
+            p.sort()
+            for i, x in p:
+                ids.append(i)
+                ws.append(x)
+            ptr.append(len(ids))
+        sections[name + "_ptr"] = ptr.tobytes()
+        sections[name + "_ids"] = ids.tobytes()
+        sections[name + "_w"] = ws.tobytes()
+
+    csr(rec_post, "rec")
+    csr(sec_post, "sec")
+    sections["rec_chunk_ptr"] = rec_chunk_ptr.tobytes()
+
+    docs = bytearray()
+    doc_off = array("q", [0])
+    for old in order:
+        docs += _doc_bytes(model.chunks[old])
+        doc_off.append(len(docs))
+    sections["docs"] = bytes(docs)
+    sections["doc_off"] = doc_off.tobytes()
+
+    if with_reference:
+        from cce_knowledge.retrieval.fastref import reference_sections
+
+        sections.update(reference_sections(store))
+
+    header: dict[str, Any] = {
+        "format": FORMAT,
+        "key": INDEX_KEY,
+        "params": PARAMS,
+        "snapshot": store.snapshot,
+        "byteorder": sys.byteorder,
+        "records": len(model.records),
+        "chunks": len(order),
+        "terms": len(terms),
+        "unknown_idf": idf(model.n_records, 0),
+        "sections": {},
+    }
+    # Two passes: section offsets depend on the header's own length.
+    body_start = 0
+    for _ in range(3):
+        off = body_start
+        secs: dict[str, list[int]] = {}
+        for name, data in sections.items():
+            secs[name] = [off, len(data)]
+            off += len(data) + (-len(data) % 8)
+        header["sections"] = secs
+        hb = json.dumps(header, sort_keys=True).encode()
+        start = 16 + len(hb)
+        start += -start % 8
+        if start == body_start:
+            break
+        body_start = start
+    out = bytearray(MAGIC)
+    out += len(hb).to_bytes(8, "little")
+    out += hb
+    out += b"\0" * (body_start - len(out))
+    for data in sections.values():
+        out += data
+        out += b"\0" * (-len(data) % 8)
+    return bytes(out)
+
+
+def build_search_index(root: str | os.PathLike[str], store: KnowledgeStore) -> Path:
+    """Write the derived index for `store` under `root` (call after index/pull; optional)."""
+    from cce_knowledge.atomic import atomic_write
+
+    path = index_path(root, store.snapshot)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, build_bytes(store))
+    _prune(path.parent, keep=path.name)
+    return path
+
+
+def _prune(d: Path, keep: str) -> None:
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".idx") and name != keep:
+            try:
+                os.unlink(d / name)
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------- reading
+
+
+class FastIndex:
+    """A memory-mapped index file; answers both rankings."""
+
+    def __init__(self, path: Path, data: mmap.mmap | bytes, store_loader: Callable[[], KnowledgeStore] | None = None) -> None:
+        self.path = path
+        self._data = data
+        mv = memoryview(data)
+        if bytes(mv[:8]) != MAGIC:
+            raise ValueError("bad magic")
+        hlen = int.from_bytes(mv[8:16], "little")
+        self.header: dict[str, Any] = json.loads(bytes(mv[16 : 16 + hlen]))
+        if self.header.get("format") != FORMAT or self.header.get("key") != INDEX_KEY:
+            raise ValueError("index format or parameters differ")
+        if self.header.get("byteorder") != sys.byteorder:
+            raise ValueError("index written on a machine of the other byte order")
+        self._mv = mv
+        self._secs: dict[str, list[int]] = self.header["sections"]
+        self.snapshot: str = self.header["snapshot"]
+        self.n_records: int = self.header["records"]
+        self.n_chunks: int = self.header["chunks"]
+        self.unknown_idf: float = self.header["unknown_idf"]
+        self.term_blob = self.raw("term_blob")
+        self.term_off = self.arr("term_off", "q")
+        self.term_idf = self.arr("term_idf", "d")
+        self.rec_ptr = self.arr("rec_ptr", "q")
+        self.rec_ids = self.arr("rec_ids", "i")
+        self.rec_w = self.arr("rec_w", "d")
+        self.sec_ptr = self.arr("sec_ptr", "q")
+        self.sec_ids = self.arr("sec_ids", "i")
+        self.sec_w = self.arr("sec_w", "d")
+        self.rec_chunk_ptr = self.arr("rec_chunk_ptr", "q")
+        self.docs = self.raw("docs")
+        self.doc_off = self.arr("doc_off", "q")
+        self.n_terms = len(self.term_idf)
+        self._store_loader = store_loader
+        self._ref: Any = None
+
+    def has(self, name: str) -> bool:
+        return name in self._secs
+
+    def raw(self, name: str) -> memoryview:
+        off, n = self._secs[name]
+        return self._mv[off : off + n]
+
+    def arr(self, name: str, fmt: str) -> memoryview[Any]:
+        return self.raw(name).cast(fmt)  # type: ignore[call-overload]
+
+    # -------------------------------------------------- lookups
+
+    def term_id(self, term: str) -> int:
+        """Binary search in the sorted term table; -1 when absent."""
+        key = term.encode("ascii", "replace")
+        lo, hi = 0, self.n_terms
+        blob, off = self.term_blob, self.term_off
+        while lo < hi:
+            mid = (lo + hi) // 2
+            t = bytes(blob[off[mid] : off[mid + 1]])
+            if t < key:
+                lo = mid + 1
+            elif t > key:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+    def doc(self, c: int) -> list[Any]:
+        d: list[Any] = json.loads(bytes(self.docs[self.doc_off[c] : self.doc_off[c + 1]]))
+        return d
+
+    def chunk(self, c: int) -> KnowledgeChunk:
+        from cce_knowledge.store import KnowledgeChunk
+
+        cid, rid, title, kind, name, state, upd, url, sl, el, content = self.doc(c)
+        return KnowledgeChunk(
+            chunk_id=cid, record_id=rid, kind=kind, name=name, start_line=sl, end_line=el,
+            token_count=0, content=content, source="", url=url, state=state,
+            updated_at=upd, title=title,
+        )
+
+    # -------------------------------------------------- default ranking
+
+    def search(self, query: str, top_k: int, min_score: float, *, ranking: str = "default") -> list[Hit]:
+        if ranking == "reference":
+            return self.search_reference(query, top_k, min_score)
+        return self.search_default(query, top_k, min_score)
+
+    def search_default(self, query: str, top_k: int, min_score: float) -> list[Hit]:
+        from cce_knowledge.retrieval.reference import finish_hits
+
+        if not rs_trim(query) or top_k <= 0 or self.n_records == 0:
+            return []
+        qterms = query_terms(query)
+        if not qterms:
+            return []
+        tids = [self.term_id(t) for t in qterms]
+        ws = [self.term_idf[i] if i >= 0 else self.unknown_idf for i in tids]
+        total = 0.0
+        for w in ws:
+            total += w
+        acc: dict[int, float] = {}
+        rec_ptr, rec_ids, rec_w = self.rec_ptr, self.rec_ids, self.rec_w
+        for i, w in zip(tids, ws, strict=True):
+            if i < 0:
+                continue
+            a, b = rec_ptr[i], rec_ptr[i + 1]
+            get = acc.get
+            for r, x in zip(rec_ids[a:b], rec_w[a:b], strict=True):
+                acc[r] = get(r, 0.0) + w * x
+        scored = [(r, s / total) for r, s in acc.items()]
+        scored = [(r, s) for r, s in scored if not s < min_score]
+        if not scored:
+            return []
+        if len(scored) > top_k:
+            kth = heapq.nlargest(top_k, (score_key(s) for _, s in scored))[-1]
+            scored = [(r, s) for r, s in scored if score_key(s) >= kth]
+        pairs = []
+        for r, s in scored:
+            c = self._best_section(r, tids, ws)
+            pairs.append((self.chunk(c), s))
+        return finish_hits(pairs, top_k)
+
+    def _best_section(self, r: int, tids: list[int], ws: list[float]) -> int:
+        c0, c1 = self.rec_chunk_ptr[r], self.rec_chunk_ptr[r + 1]
+        best, best_s = c0, -1.0
+        sec_ptr, sec_ids, sec_w = self.sec_ptr, self.sec_ids, self.sec_w
+        spans = []
+        for i in tids:
+            if i < 0:
+                spans.append((0, 0))
+                continue
+            a, b = sec_ptr[i], sec_ptr[i + 1]
+            lo = bisect.bisect_left(sec_ids, c0, a, b)
+            hi = bisect.bisect_left(sec_ids, c1, lo, b)
+            spans.append((lo, hi))
+        for c in range(c0, c1):
+            s = 0.0
+            for (lo, hi), w in zip(spans, ws, strict=True):
+                if lo == hi:
+                    continue
+                j = bisect.bisect_left(sec_ids, c, lo, hi)
+                if j < hi and sec_ids[j] == c:
+                    s += w * sec_w[j]
+            if s > best_s:
+                best, best_s = c, s
+        return best
+
+    # -------------------------------------------------- reference ranking
+
+    def search_reference(self, query: str, top_k: int, min_score: float) -> list[Hit]:
+        if self._ref is None:
+            from cce_knowledge.retrieval.fastref import ReferenceIndex
+
+            self._ref = ReferenceIndex.open(self, self._store_loader)
+        hits: list[Hit] = self._ref.search(query, top_k, min_score)
+        return hits
+
+
+def _open(path: Path) -> mmap.mmap:
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def try_open(path: Path, snapshot: str, store_loader: Callable[[], KnowledgeStore] | None = None) -> FastIndex | None:
+    try:
+        data = _open(path)
+    except (OSError, ValueError):
+        return None
+    try:
+        idx = FastIndex(path, data, store_loader)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    if idx.snapshot != snapshot:
+        return None
+    return idx
+
+
+def open_or_build(
+    root: str | os.PathLike[str], snapshot: str, load_store: Callable[[], KnowledgeStore]
+) -> FastIndex:
+    """Open the fresh index for `snapshot`, building it from the store when needed."""
+    path = index_path(root, snapshot)
+    idx = try_open(path, snapshot, load_store)
+    if idx is not None:
+        return idx
+    store = load_store()
+    try:
+        from cce_knowledge.atomic import dir_lock
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with dir_lock(path.parent, what="search index", wait=True):
+            idx = try_open(path, snapshot, load_store)
+            if idx is not None:
+                return idx
+            build_search_index(root, store)
+    except (OSError, StoreError):
+        # A read-only checkout still searches: serve from an in-memory build.
+        return FastIndex(path, build_bytes(store), lambda: store)
+    idx = try_open(path, snapshot, load_store)
+    if idx is None:
+        return FastIndex(path, build_bytes(store), lambda: store)
+    return idx
+
+
+def status_for(root: Path, snapshot: str) -> str:
+    """"fresh" when the index for the active snapshot and parameters is readable."""
+    path = index_path(root, snapshot)
+    if try_open(path, snapshot) is not None:
+        return "fresh"
+    d = search_dir(root)
+    try:
+        if any(n.endswith(".idx") for n in os.listdir(d)):
+            return "stale"
+    except OSError:
+        pass
+    return "missing"
+

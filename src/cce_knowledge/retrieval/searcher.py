@@ -1,0 +1,117 @@
+"""`Searcher`: a long-lived searcher over a root (CLI, MCP server, benchmarks).
+
+It answers from the derived search index (`retrieval/fastindex.py`) and only loads
+the full store when it must (no index could be built, or a caller asks for
+`.store`). It reloads when `current` or the store file changes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cce_knowledge.errors import StoreError
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.fastindex import FastIndex
+    from cce_knowledge.store import KnowledgeStore
+
+
+def _store_signature(root: Path) -> tuple[str, int, int] | None:
+    """(snapshot, size, mtime_ns) of the active store file; None when absent."""
+    from cce_knowledge.store import read_current, store_path
+
+    try:
+        snap = read_current(root)
+        st = os.stat(store_path(root, snap))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (snap, st.st_size, st.st_mtime_ns)
+
+
+class Searcher:
+    """Loads the store's derived index once; reloads when the store changes."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._sig: tuple[str, int, int] | None = None
+        self._index: FastIndex | None = None
+        self._store: KnowledgeStore | None = None
+        self._loaded_sig: tuple[str, int, int] | None = None
+
+    def _refresh(self) -> tuple[str, int, int] | None:
+        sig = _store_signature(self.root)
+        if sig != self._sig:
+            self._sig = sig
+            self._index = None
+            self._store = None
+        return sig
+
+    @property
+    def store(self) -> KnowledgeStore | None:
+        """The active store; None when absent; raises StoreError when present but corrupt."""
+        sig = self._refresh()
+        if sig is None:
+            return None
+        if self._store is None:
+            from cce_knowledge.store import load_current
+
+            self._store = load_current(self.root)
+        return self._store
+
+    def index(self) -> FastIndex | None:
+        sig = self._refresh()
+        if sig is None:
+            return None
+        if self._index is None:
+            from cce_knowledge.retrieval.fastindex import open_or_build
+
+            self._index = open_or_build(self.root, sig[0], lambda: self._require_store())
+        return self._index
+
+    def _require_store(self) -> KnowledgeStore:
+        st = self.store
+        if st is None:
+            raise StoreError(no_store_message(self.root))
+        return st
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 8,
+        *,
+        ranking: str | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        from cce_knowledge.retrieval import check_ranking, default_min_score, resolve_ranking
+
+        rk = check_ranking(ranking) if ranking is not None else resolve_ranking(self.root, None)
+        floor = default_min_score(rk) if min_score is None else min_score
+        if rk == "reference" and min_score is None:
+            from cce_knowledge.config import load_knowledge_config
+
+            floor = load_knowledge_config(self.root).min_score
+        idx = self.index()
+        if idx is None:
+            raise StoreError(no_store_message(self.root))
+        return idx.search(query, top_k, floor, ranking=rk)
+
+
+def no_store_message(root: str | os.PathLike[str]) -> str:
+    from cce_knowledge.store import display_dir
+
+    return (
+        f"no knowledge store under {display_dir(root)} — run `cce knowledge index <feed>` "
+        "or `cce knowledge pull` first"
+    )
+
+
+def index_status(root: str | os.PathLike[str]) -> str:
+    sig = _store_signature(Path(root))
+    if sig is None:
+        return "absent-store"
+    from cce_knowledge.retrieval.fastindex import status_for
+
+    return status_for(Path(root), sig[0])
