@@ -1,0 +1,90 @@
+"""Deterministic feed writer: same records → same bytes → same snapshot.
+
+One compact JSON object per line, keys in contract order, absent optionals omitted
+(None and empty lists are never written), LF endings and a trailing LF. Adapters sort
+their records by a stable key before calling `feed_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from cce_knowledge.contract.record import KnowledgeRecord
+
+_OPTIONAL_STR = ("url", "state", "state_reason", "updated_at")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(s: str) -> str:
+    """Replace lone surrogates (legal in JSON escapes, not in UTF-8) with U+FFFD."""
+    return _SURROGATE.sub("\ufffd", s) if _SURROGATE.search(s) else s
+
+
+def normalise_newlines(s: str) -> str:
+    """CRLF and lone CR → LF, so a Windows-edited source yields the same feed."""
+    if "\r" not in s:
+        return s
+    return s.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def record_dict(rec: KnowledgeRecord) -> dict[str, Any]:
+    """The record as an ordered dict in contract key order, optionals omitted."""
+    d: dict[str, Any] = {
+        "id": clean_text(rec.id),
+        "title": clean_text(rec.title),
+        "body": clean_text(rec.body),
+        "source": clean_text(rec.source),
+    }
+    for key in _OPTIONAL_STR:
+        v = getattr(rec, key)
+        if v is not None:
+            d[key] = clean_text(v)
+    if rec.labels:
+        d["labels"] = [clean_text(x) for x in rec.labels]
+    if rec.group is not None:
+        d["group"] = clean_text(rec.group)
+    if rec.links:
+        d["links"] = [clean_text(x) for x in rec.links]
+    return d
+
+
+def record_line(rec: KnowledgeRecord) -> str:
+    """One feed line (without the newline)."""
+    return json.dumps(record_dict(rec), ensure_ascii=False, separators=(",", ":"))
+
+
+def feed_bytes(records: Iterable[KnowledgeRecord]) -> bytes:
+    """The feed file's bytes for records already in their final order."""
+    return "".join(record_line(r) + "\n" for r in records).encode("utf-8")
+
+
+def record_from_dict(d: dict[str, Any]) -> KnowledgeRecord:
+    """Inverse of `record_dict` (used for checkpoints; the feed itself goes through the
+    contract parser)."""
+    return KnowledgeRecord(
+        id=d["id"],
+        title=d["title"],
+        body=d["body"],
+        source=d["source"],
+        url=d.get("url"),
+        state=d.get("state"),
+        state_reason=d.get("state_reason"),
+        updated_at=d.get("updated_at"),
+        labels=list(d.get("labels") or []),
+        group=d.get("group"),
+        links=list(d.get("links") or []),
+    )
+
+
+def dedup(items: Iterable[str]) -> list[str]:
+    """Drop repeats, keep first-seen order."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for x in items:
+        if x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out

@@ -1,0 +1,127 @@
+"""Last-commit metadata for files in a git work tree (GitPython), and web URLs.
+
+One `git log --name-only` pass over the tree gives every file's last commit, instead
+of one `git log -1 -- path` per file (which is quadratic on large doc trees).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+_SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
+
+
+@dataclass(slots=True, frozen=True)
+class FileCommit:
+    sha: str
+    updated_at: str  # committer date, UTC, YYYY-MM-DDTHH:MM:SSZ
+
+
+@dataclass(slots=True)
+class GitInfo:
+    toplevel: Path
+    commits: dict[str, FileCommit]  # toplevel-relative posix path → last commit
+    web_url: str | None
+
+    def lookup(self, path: Path) -> tuple[str, FileCommit] | None:
+        try:
+            rel = path.resolve().relative_to(self.toplevel).as_posix()
+        except ValueError:
+            return None
+        c = self.commits.get(rel)
+        return (rel, c) if c else None
+
+    def file_url(self, rel: str, commit: FileCommit) -> str | None:
+        if not self.web_url:
+            return None
+        blob = "/-/blob/" if "gitlab" in self.web_url else "/blob/"
+        return f"{self.web_url}{blob}{commit.sha}/{quote(rel, safe='/')}"
+
+
+def web_url(remote: str | None) -> str | None:
+    """https web URL of a GitHub-like remote (https, ssh:// or scp-style), else None.
+
+    Credentials in the URL are dropped: they must never reach a feed.
+    """
+    if not remote:
+        return None
+    remote = remote.strip()
+    if remote.startswith(("https://", "http://", "ssh://", "git://")):
+        parts = urlsplit(remote)
+        host = parts.hostname
+        path = parts.path
+        if not host or parts.scheme == "http":
+            return None
+    else:
+        m = _SCP.match(remote)
+        if not m or remote.startswith(("/", ".", "file:")):
+            return None
+        host, path = m.group(1), m.group(2)
+    path = path.strip("/")
+    if path.endswith(".git"):
+        path = path[:-4]
+    if path.count("/") < 1 or not host or host in ("localhost", "127.0.0.1"):
+        return None
+    return f"https://{host}/{path}"
+
+
+def redact_url(url: str) -> str:
+    """A URL fit for an error message (userinfo removed)."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        return parts._replace(netloc=netloc).geturl()
+    return url
+
+
+def git_info(root: Path, *, remote_url: str | None = None) -> GitInfo | None:
+    """Metadata for the work tree holding `root`, or None if it is not in one."""
+    import git
+
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+    try:
+        if repo.working_tree_dir is None:
+            return None
+        top = Path(repo.working_tree_dir).resolve()
+        try:
+            scope = root.resolve().relative_to(top).as_posix() or "."
+        except ValueError:
+            return None
+        if remote_url is None:
+            try:
+                remote_url = repo.remotes.origin.url if repo.remotes else None
+            except (AttributeError, ValueError):
+                remote_url = None
+        try:
+            raw = repo.git.log("--format=%x01%H %ct", "--name-only", "-z", "--no-renames",
+                               "HEAD", "--", scope)
+        except git.GitCommandError:  # no commits yet
+            raw = ""
+        return GitInfo(top, _parse_log(raw), web_url(remote_url))
+    finally:
+        repo.close()
+
+
+def _parse_log(raw: str) -> dict[str, FileCommit]:
+    out: dict[str, FileCommit] = {}
+    for chunk in raw.split("\x01"):
+        if not chunk:
+            continue
+        head, _, rest = chunk.partition("\x00")
+        sha, _, ts = head.strip().partition(" ")
+        stamp = dt.datetime.fromtimestamp(int(ts), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        fc = FileCommit(sha, stamp)
+        for name in rest.lstrip("\n").split("\x00"):
+            name = name.strip("\n")
+            if name and name not in out:  # newest first: the first sighting wins
+                out[name] = fc
+    return out

@@ -1,0 +1,217 @@
+"""A small GitHub REST client: auth, pagination, rate limits, bounded retries.
+
+Rate limits are waited out, never hammered: `Retry-After` (secondary limits, 429) and
+`X-RateLimit-Remaining: 0` + `X-RateLimit-Reset` (primary limit) sleep that long, and
+5xx / transport failures back off exponentially — all against one shared budget
+(`max_wait` seconds), so a nightly job fails loudly instead of hanging. The token is
+sent only in the Authorization header and scrubbed from every message we produce.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from cce_knowledge.errors import ExtractError
+
+DEFAULT_API = "https://api.github.com"
+API_VERSION = "2022-11-28"
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+def next_link(header: str | None) -> str | None:
+    """The `rel="next"` target of an RFC 8288 Link header, if any."""
+    if not header:
+        return None
+    for part in header.split(","):
+        m = _NEXT.search(part)
+        if m:
+            return m.group(1)
+    return None
+
+
+class GitHubClient:
+    """Synchronous and thread-safe (httpx.Client is); counts requests and waits."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        repo: str,
+        max_wait: float = 300.0,
+        retries: int = 4,
+        backoff: float = 1.0,
+        timeout: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+            "User-Agent": "cce-knowledge-extract",
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.base_url = base_url.rstrip("/")
+        self.repo = repo
+        self._token = token
+        self._client = httpx.Client(headers=headers, timeout=timeout, follow_redirects=True)
+        self._max_wait = max_wait
+        self._retries = retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.waited = 0.0
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def url(self, path: str) -> str:
+        return path if path.startswith(("http://", "https://")) else self.base_url + path
+
+    def scrub(self, text: str) -> str:
+        """Remove the token from text that might be shown to a user."""
+        if self._token:
+            text = text.replace(self._token, "***")
+        return text
+
+    # -- requests ---------------------------------------------------------------------
+
+    def get(self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
+            ) -> httpx.Response | None:
+        """GET with retries; `None` for a 404/410 when `missing_ok` (a deleted sub-resource)."""
+        url = self.url(path)
+        attempt = 0
+        while True:
+            with self._lock:
+                self.requests += 1
+            try:
+                resp = self._client.get(url, params=params)
+            except httpx.TransportError as e:
+                attempt += 1
+                if attempt > self._retries:
+                    raise ExtractError(self.scrub(
+                        f"cannot reach the GitHub API at {self.base_url} for {self.repo}: "
+                        f"{type(e).__name__}: {e}")) from None
+                self._wait(self._backoff * 2 ** (attempt - 1), "network error")
+                continue
+            status = resp.status_code
+            if status < 300:
+                return resp
+            if status in (404, 410) and missing_ok:
+                return None
+            wait = self._rate_limit_wait(resp)
+            if wait is not None:
+                self._wait(wait, f"rate limited ({status})")
+                continue
+            if status >= 500:
+                attempt += 1
+                if attempt > self._retries:
+                    raise ExtractError(self.scrub(
+                        f"GitHub API error for {self.repo}: {status} {_message(resp)} "
+                        f"(gave up after {self._retries} retries)"))
+                self._wait(self._backoff * 2 ** (attempt - 1), f"server error {status}")
+                continue
+            raise self._error(resp)
+
+    def get_json(self, path: str, params: dict[str, str] | None = None, *,
+                 missing_ok: bool = False) -> tuple[Any, str | None]:
+        """The decoded body and the next-page URL."""
+        resp = self.get(path, params, missing_ok=missing_ok)
+        if resp is None:
+            return None, None
+        try:
+            data = resp.json()
+        except ValueError as e:
+            raise ExtractError(
+                f"GitHub API returned invalid JSON for {self.repo} at {resp.request.url.path}: {e}"
+            ) from None
+        return data, next_link(resp.headers.get("link"))
+
+    def paginate(self, path: str, params: dict[str, str] | None = None, *,
+                 missing_ok: bool = False) -> Iterator[list[Any]]:
+        """Every page of a list endpoint, following `Link: rel="next"`."""
+        url: str | None = path
+        first = True
+        while url:
+            data, nxt = self.get_json(url, params if first else None, missing_ok=missing_ok)
+            first = False
+            if data is None:
+                return
+            if not isinstance(data, list):
+                raise ExtractError(f"GitHub API returned a non-list page for {self.repo} at {url}")
+            yield data
+            url = nxt
+
+    # -- rate limits and errors -------------------------------------------------------
+
+    def _rate_limit_wait(self, resp: httpx.Response) -> float | None:
+        if resp.status_code not in (403, 429):
+            return None
+        h = resp.headers
+        ra = h.get("retry-after")
+        if ra is not None:
+            try:
+                return max(0.0, float(ra))
+            except ValueError:
+                return 60.0
+        if h.get("x-ratelimit-remaining") == "0" and h.get("x-ratelimit-reset"):
+            try:
+                return max(0.0, float(h["x-ratelimit-reset"]) - self._clock()) + 1.0
+            except ValueError:
+                return 60.0
+        if resp.status_code == 429:
+            return 60.0
+        if "secondary rate limit" in _message(resp).lower():
+            return 60.0  # GitHub's advice when no header says how long
+        return None
+
+    def _wait(self, seconds: float, why: str) -> None:
+        with self._lock:
+            if self.waited + seconds > self._max_wait:
+                raise ExtractError(
+                    f"GitHub API for {self.repo}: {why}; waiting {seconds:.0f}s more would exceed "
+                    f"the --max-wait budget of {self._max_wait:.0f}s (already waited "
+                    f"{self.waited:.0f}s) — rerun later or raise --max-wait"
+                )
+            self.waited += seconds
+        self._sleep(seconds)
+
+    def _error(self, resp: httpx.Response) -> ExtractError:
+        status, msg = resp.status_code, _message(resp)
+        if status == 401:
+            text = (f"GitHub rejected the token for {self.repo} (401 {msg}) — check "
+                    "GITHUB_TOKEN or the variable named by --token-env")
+        elif status == 404:
+            text = (f"GitHub repository {self.repo} not found (404 {msg}) — it does not exist, "
+                    "or it is private and the token cannot read it")
+        elif status == 403:
+            text = (f"GitHub refused access to {self.repo} (403 {msg}) — the token lacks "
+                    "permission to read issues")
+        else:
+            text = f"GitHub API error for {self.repo}: {status} {msg} at {resp.request.url.path}"
+        return ExtractError(self.scrub(text))
+
+
+def _message(resp: httpx.Response) -> str:
+    try:
+        data = resp.json()
+        msg = data.get("message") if isinstance(data, dict) else None
+    except ValueError:
+        msg = None
+    text = str(msg) if msg else (resp.reason_phrase or "")
+    return text[:200]

@@ -1,0 +1,357 @@
+"""A real `http.server` on 127.0.0.1 serving an in-memory issue tracker.
+
+Response shapes follow GitHub's REST docs: the issue object (a pull request is an
+issue with a `pull_request` key), `Link` pagination with `rel="next"`/`"last"`, the
+timeline's `cross-referenced` event with `source.issue`, issue comments, the
+`Bad credentials` 401, `Not Found` 404, and the secondary-rate-limit 403 with
+`Retry-After`. Every request is recorded so tests can count them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+DOCS = "https://docs.github.com/rest"
+SECONDARY = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
+    "again. If you reach out to GitHub Support for help, please include the request ID."
+)
+
+
+@dataclass
+class Item:
+    number: int
+    title: str
+    body: str | None
+    state: str = "open"
+    state_reason: str | None = None
+    is_pr: bool = False
+    labels: list[str] = field(default_factory=list)
+    milestone: str | None = None
+    created_at: str = "2024-01-01T00:00:00Z"
+    updated_at: str = "2024-01-01T00:00:00Z"
+    user: str = "octocat"
+    linked_prs: list[int] = field(default_factory=list)  # PRs that cross-reference it
+    linked_issues: list[int] = field(default_factory=list)  # plain issues referencing it
+    comments: list[tuple[str, str, str]] = field(default_factory=list)  # (login, at, body)
+    merged: bool = False
+
+
+@dataclass
+class Tracker:
+    owner: str = "acme"
+    name: str = "widgets"
+    items: dict[int, Item] = field(default_factory=dict)
+    clock: int = 0  # seconds after 2025-01-01 handed out by `touch`
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def add(self, item: Item) -> Item:
+        self.items[item.number] = item
+        return item
+
+    def touch(self, number: int, **changes: Any) -> None:
+        """Edit an item the way GitHub does: any change bumps `updated_at`."""
+        it = self.items[number]
+        for k, v in changes.items():
+            setattr(it, k, v)
+        self.clock += 1
+        it.updated_at = _stamp(1735689600 + self.clock)
+
+
+def _stamp(epoch: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def make_tracker(n: int, *, seed: int = 7, owner: str = "acme", name: str = "widgets",
+                 comments: bool = True) -> Tracker:
+    """A deterministic tracker: ~20% PRs, labels, milestones, cross-references,
+    some `not_planned`, some null bodies, CRLF bodies and non-ASCII text."""
+    rng = random.Random(seed)
+    t = Tracker(owner, name)
+    labels = ["bug", "policy", "auth", "checkout", "docs", "perf", "ux"]
+    milestones = [None, "Checkout", "Payments v2", "Q3 hardening"]
+    base = 1704067200  # 2024-01-01
+    for n_ in range(1, n + 1):
+        is_pr = rng.random() < 0.2
+        created = base + n_ * 600
+        updated = created + rng.randrange(0, 30 * 86400)
+        state = "closed" if rng.random() < 0.5 else "open"
+        reason = None
+        if state == "closed" and not is_pr:
+            reason = "not_planned" if rng.random() < 0.15 else "completed"
+        body: str | None
+        r = rng.random()
+        if r < 0.05:
+            body = None
+        elif r < 0.1:
+            body = f"Windows line endings\r\n\r\n## Why\r\nBecause of rule {n_}.\r\n"
+        else:
+            body = (f"## Context\n\nItem {n_} — naïve café policy for checkout retries.\n\n"
+                    f"## Decision\n\nRetry at most {rng.randrange(1, 9)} times.\n")
+        it = Item(
+            number=n_,
+            title=f"{'Fix' if is_pr else 'Decide'} checkout rule {n_}",
+            body=body,
+            state=state,
+            state_reason=reason,
+            is_pr=is_pr,
+            labels=sorted(rng.sample(labels, rng.randrange(0, 3)), key=lambda s: s),
+            milestone=rng.choice(milestones),
+            created_at=_stamp(created),
+            updated_at=_stamp(updated),
+            user=rng.choice(["octocat", "hubot", "mona"]),
+            merged=is_pr and state == "closed",
+        )
+        if comments and rng.random() < 0.3:
+            it.comments = [(rng.choice(["alice", "bob"]), _stamp(created + 60 * k),
+                            f"Comment {k} on {n_}.") for k in range(1, rng.randrange(2, 4))]
+        t.add(it)
+    numbers = sorted(t.items)
+    prs = [k for k in numbers if t.items[k].is_pr]
+    issues = [k for k in numbers if not t.items[k].is_pr]
+    for k in issues:
+        if prs and rng.random() < 0.3:
+            t.items[k].linked_prs = sorted(set(rng.sample(prs, min(len(prs), rng.randrange(1, 3)))))
+        if len(issues) > 1 and rng.random() < 0.1:
+            t.items[k].linked_issues = [rng.choice(issues)]
+    return t
+
+
+class FakeGitHub:
+    """`with FakeGitHub(tracker) as gh:` → `gh.url` is the API base URL."""
+
+    def __init__(self, tracker: Tracker, *, token: str | None = None,
+                 rate_limit_on: set[int] | None = None, retry_after: str = "1",
+                 primary_limit_on: set[int] | None = None,
+                 fail_from: int | None = None, fail_status: int = 500) -> None:
+        self.tracker = tracker
+        self.token = token
+        self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
+        self.retry_after = retry_after
+        self.primary_limit_on = set(primary_limit_on or ())
+        self.fail_from = fail_from  # every request from this number on fails
+        self.fail_status = fail_status
+        self.requests: list[str] = []
+        self.auth_headers: list[str | None] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> FakeGitHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def count(self, fragment: str = "") -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if fragment in r)
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.auth_headers.clear()
+
+    # -- shapes -------------------------------------------------------------------------
+
+    def user(self, login: str) -> dict[str, Any]:
+        return {"login": login, "id": sum(map(ord, login)), "node_id": f"U_{login}",
+                "avatar_url": f"https://avatars.githubusercontent.com/{login}",
+                "url": f"{self.url}/users/{login}", "html_url": f"https://github.com/{login}",
+                "type": "User", "site_admin": False}
+
+    def issue(self, it: Item) -> dict[str, Any]:
+        t = self.tracker
+        api = f"{self.url}/repos/{t.full_name}"
+        kind = "pull" if it.is_pr else "issues"
+        d: dict[str, Any] = {
+            "id": 1000000 + it.number,
+            "node_id": f"I_kwDO{it.number:08d}",
+            "url": f"{api}/issues/{it.number}",
+            "repository_url": api,
+            "labels_url": f"{api}/issues/{it.number}/labels{{/name}}",
+            "comments_url": f"{api}/issues/{it.number}/comments",
+            "events_url": f"{api}/issues/{it.number}/events",
+            "html_url": f"https://github.com/{t.full_name}/{kind}/{it.number}",
+            "number": it.number,
+            "state": it.state,
+            "state_reason": None if it.is_pr else it.state_reason,
+            "title": it.title,
+            "body": it.body,
+            "user": self.user(it.user),
+            "labels": [{"id": sum(map(ord, n)), "node_id": f"LA_{n}", "url": f"{api}/labels/{n}",
+                        "name": n, "description": None, "color": "f29513", "default": False}
+                       for n in it.labels],
+            "assignee": None,
+            "assignees": [],
+            "milestone": None if it.milestone is None else {
+                "url": f"{api}/milestones/1", "html_url": f"https://github.com/{t.full_name}/milestone/1",
+                "id": 1, "number": 1, "state": "open", "title": it.milestone,
+                "description": None, "creator": self.user("octocat"), "open_issues": 1,
+                "closed_issues": 0, "created_at": "2024-01-01T00:00:00Z",
+                "updated_at": "2024-01-01T00:00:00Z", "closed_at": None, "due_on": None},
+            "locked": False,
+            "active_lock_reason": None,
+            "comments": len(it.comments),
+            "closed_at": it.updated_at if it.state == "closed" else None,
+            "created_at": it.created_at,
+            "updated_at": it.updated_at,
+            "closed_by": None,
+            "author_association": "MEMBER",
+            "timeline_url": f"{api}/issues/{it.number}/timeline",
+            "performed_via_github_app": None,
+            "reactions": {"url": f"{api}/issues/{it.number}/reactions", "total_count": 0,
+                          "+1": 0, "-1": 0, "laugh": 0, "hooray": 0, "confused": 0,
+                          "heart": 0, "rocket": 0, "eyes": 0},
+        }
+        if it.is_pr:
+            d["draft"] = False
+            d["pull_request"] = {
+                "url": f"{api}/pulls/{it.number}",
+                "html_url": f"https://github.com/{t.full_name}/pull/{it.number}",
+                "diff_url": f"https://github.com/{t.full_name}/pull/{it.number}.diff",
+                "patch_url": f"https://github.com/{t.full_name}/pull/{it.number}.patch",
+                "merged_at": it.updated_at if it.merged else None,
+            }
+        return d
+
+    def timeline(self, it: Item) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for lab in it.labels:
+            events.append({"id": 1, "node_id": "LE_1", "url": f"{self.url}/events/1",
+                           "actor": self.user(it.user), "event": "labeled", "commit_id": None,
+                           "commit_url": None, "created_at": it.created_at,
+                           "label": {"name": lab, "color": "f29513"},
+                           "performed_via_github_app": None})
+        for src in [*it.linked_prs, *it.linked_issues]:
+            other = self.tracker.items[src]
+            events.append({"actor": self.user(other.user), "created_at": other.created_at,
+                           "updated_at": other.created_at, "event": "cross-referenced",
+                           "source": {"type": "issue", "issue": self.issue(other)}})
+        return events
+
+    def comments(self, it: Item) -> list[dict[str, Any]]:
+        api = f"{self.url}/repos/{self.tracker.full_name}"
+        return [{"id": it.number * 100 + k, "node_id": f"IC_{it.number}_{k}",
+                 "url": f"{api}/issues/comments/{it.number * 100 + k}",
+                 "html_url": f"https://github.com/{self.tracker.full_name}/issues/{it.number}#issuecomment-{k}",
+                 "body": body, "user": self.user(login), "created_at": at, "updated_at": at,
+                 "issue_url": f"{api}/issues/{it.number}", "author_association": "NONE",
+                 "performed_via_github_app": None}
+                for k, (login, at, body) in enumerate(it.comments, 1)]
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                with fake._lock:
+                    fake.requests.append(self.path)
+                    fake.auth_headers.append(self.headers.get("Authorization"))
+                    n = len(fake.requests)
+                status, body, headers = fake.route(self.path, self.headers, n)
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(raw)))
+                self.send_header("X-GitHub-Media-Type", "github.v3; format=json")
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(raw)
+
+        return Handler
+
+    def route(self, path: str, headers: Any, n: int) -> tuple[int, Any, dict[str, str]]:
+        rl = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
+              "X-RateLimit-Reset": str(int(time.time()) + 3600), "X-RateLimit-Used": "1",
+              "X-RateLimit-Resource": "core"}
+        if self.token is not None:
+            auth = headers.get("Authorization") or ""
+            if auth not in (f"Bearer {self.token}", f"token {self.token}"):
+                return 401, {"message": "Bad credentials", "documentation_url": DOCS,
+                             "status": "401"}, {}
+        if n in self.rate_limit_on:
+            return 403, {"message": SECONDARY, "documentation_url": DOCS + "/rate-limits",
+                         "status": "403"}, {**rl, "Retry-After": self.retry_after}
+        if n in self.primary_limit_on:
+            return 403, {"message": "API rate limit exceeded for user ID 1.",
+                         "documentation_url": DOCS, "status": "403"}, {
+                **rl, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}
+        if self.fail_from is not None and n >= self.fail_from:
+            return self.fail_status, {"message": "Server Error"}, rl
+        parts = urlsplit(path)
+        q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        seg = parts.path.strip("/").split("/")
+        t = self.tracker
+        if len(seg) < 3 or seg[0] != "repos" or f"{seg[1]}/{seg[2]}" != t.full_name:
+            return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
+        if seg[3:] == ["issues"]:
+            return self._issues(parts.path, q, rl)
+        if len(seg) == 6 and seg[3] == "issues" and seg[4].isdigit():
+            it = t.items.get(int(seg[4]))
+            if it is None:
+                return 404, {"message": "Not Found", "documentation_url": DOCS}, rl
+            if seg[5] == "timeline":
+                return self._page(parts.path, q, self.timeline(it), rl)
+            if seg[5] == "comments":
+                return self._page(parts.path, q, self.comments(it), rl)
+        return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
+
+    def _issues(self, path: str, q: dict[str, str], rl: dict[str, str]
+                ) -> tuple[int, Any, dict[str, str]]:
+        items = list(self.tracker.items.values())
+        state = q.get("state", "open")
+        if state != "all":
+            items = [i for i in items if i.state == state]
+        if "since" in q:
+            items = [i for i in items if i.updated_at >= q["since"]]
+        key = (lambda i: (i.updated_at, i.number)) if q.get("sort") == "updated" else (
+            lambda i: (i.created_at, i.number))
+        items.sort(key=key, reverse=q.get("direction", "desc") == "desc")
+        return self._page(path, q, [self.issue(i) for i in items], rl)
+
+    def _page(self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str]
+              ) -> tuple[int, Any, dict[str, str]]:
+        per = min(int(q.get("per_page", "30")), 100)
+        page = int(q.get("page", "1"))
+        last = max(1, -(-len(rows) // per))
+        chunk = rows[(page - 1) * per : page * per]
+        headers = dict(rl)
+        links = []
+
+        def link(p: int, rel: str) -> str:
+            return f'<{self.url}{path}?{urlencode({**q, "page": str(p)})}>; rel="{rel}"'
+
+        if page > 1:
+            links += [link(page - 1, "prev"), link(1, "first")]
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        if links:
+            headers["Link"] = ", ".join(links)
+        return 200, chunk, headers
