@@ -1,1 +1,116 @@
-"""Placeholder: commands of this group are registered here (see cli/main.py)."""
+"""Consumer commands: `cce mcp`, `cce knowledge status`, `cce doctor`.
+
+argparse only at import time; each handler imports the library it needs (the
+MCP SDK in particular is heavy and only `cce mcp` pays for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cce_knowledge.cli.common import add_dir
+
+
+def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser(
+        "status",
+        help="what knowledge is installed, from where, how fresh",
+        formatter_class=formatter_class,
+        description=(
+            "Show the installed knowledge store: corpus (or local ingest), snapshot,\n"
+            "records/chunks, data as-of, where it was pulled from (credentials stripped),\n"
+            "whether the installed bytes still match the pull record, and — best effort,\n"
+            "bounded by --timeout — whether the remote corpus has moved on."
+        ),
+    )
+    add_dir(p)
+    p.add_argument("--json", action="store_true", help="print a cce.knowledge.status/v1 JSON object")
+    p.add_argument("--offline", action="store_true", help="do not contact the remote")
+    p.add_argument("--remote", metavar="URL", help="remote to compare against (default: from .cce/config)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=8.0,
+        metavar="SECONDS",
+        help="give up on the remote after this long (default: 8)",
+    )
+    p.set_defaults(func=cmd_status)
+
+
+def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    m = sub.add_parser(
+        "mcp",
+        help="serve the knowledge store to agents over MCP (stdio)",
+        formatter_class=formatter_class,
+        description=(
+            "Run an MCP server over stdio serving context_search, expand_chunk,\n"
+            "related_context and index_status for the knowledge store under --dir.\n"
+            "The store loads once and reloads when `current` moves (pull/re-index).\n"
+            "stdout carries only the protocol; logs go to stderr (level: $CCE_MCP_LOG)."
+        ),
+    )
+    add_dir(m)
+    m.add_argument(
+        "--remote-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="bound on index_status' remote lookup (default: 5)",
+    )
+    m.set_defaults(func=cmd_mcp)
+
+    d = sub.add_parser(
+        "doctor",
+        help="health checks for the knowledge store (exit 1 on corruption)",
+        formatter_class=formatter_class,
+        description=(
+            "Read-only checks of the knowledge store under --dir: contract version,\n"
+            "un-redacted facets and secret-shaped record ids (shown redacted), pulled\n"
+            "bytes vs the install record, and a stale derived search index.\n"
+            "Exit 1 only on definite corruption; advisories keep exit 0."
+        ),
+    )
+    add_dir(d)
+    d.set_defaults(func=cmd_doctor)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from cce_knowledge.errors import StoreError
+    from cce_knowledge.jsonout import pretty
+    from cce_knowledge.status import knowledge_status, no_store_message, render_status
+    from cce_knowledge.store import store_present
+
+    if not store_present(args.dir):
+        raise StoreError(no_store_message(args.dir, "no `current` snapshot installed"))
+    try:
+        st = knowledge_status(
+            args.dir, offline=args.offline, remote_override=args.remote, timeout=args.timeout
+        )
+    except StoreError as e:
+        raise StoreError(no_store_message(args.dir, f"the store cannot be loaded: {e.message}")) from e
+    if args.json:
+        sys.stdout.write(pretty(st.to_json_obj(), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_status(st))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from cce_knowledge.mcp.server import serve_stdio
+
+    serve_stdio(args.dir, remote_timeout=args.remote_timeout)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from cce_knowledge.doctor import DOCTOR_FAILED, run_doctor
+
+    outcome = run_doctor(args.dir)
+    sys.stdout.write(outcome.report)
+    if not outcome.healthy:
+        sys.stdout.flush()
+        print(f"error: {DOCTOR_FAILED}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,195 @@
+"""Byte-pinned renderers for the MCP tool answers (conformance-core.md §7.4-§7.6).
+
+Pure functions over plain values: no store loading, no SDK. The retrieval layer
+supplies hits; this module only turns them into the exact text the reference
+engine serves, so a client sees the same bytes whichever engine answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cce_knowledge.engine.tokenizer import estimate_tokens
+from cce_knowledge.rustcompat import format6, rs_is_blank, rs_lines, rs_trim_end, score_key
+
+#: Shown before the body when `current` names a store that cannot be loaded.
+KNOWLEDGE_LOAD_NOTICE = (
+    "NOTICE: the knowledge store exists but could not be loaded (corrupt or unreadable "
+    "store) — knowledge results are MISSING from this answer; anything shown below is "
+    "code-only. Re-run `cce knowledge index <feed>` to rebuild it."
+)
+
+#: The answer for any code-side request on a root that has no code index.
+NOT_INDEXED_MESSAGE = (
+    "This project is not indexed yet — run `cce index` (or `cce init`). "
+    "No results are available until then."
+)
+
+COMPACT_HINT = (
+    "Bodies shown compact. expand_chunk(chunk_id, scope=body|file|neighbors) for more; "
+    "related_context(chunk_id) for import-graph neighbours.\n"
+)
+
+TRUNCATED_LINE = "… (context truncated to max_tokens)\n\n"
+
+DETAIL_LEVELS = ("signature", "compact", "full")
+
+
+@dataclass(frozen=True, slots=True)
+class BlendRow:
+    """One knowledge hit as the blend renderer needs it."""
+
+    score: float
+    chunk_id: str
+    provenance: str
+    content: str
+
+
+def knowledge_header(rank: int, score: float, provenance: str, chunk_id: str) -> str:
+    """`{rank:>2}. [{score6}] {provenance} #{chunk_id}` (rank right-aligned to width 2)."""
+    return f"{rank:>2}. [{format6(score)}] {provenance} #{chunk_id}"
+
+
+def _cut_to_tokens(text: str, max_tokens: int) -> tuple[str, bool]:
+    """Cut `text` to about `max_tokens` tokens (4 bytes each) on a char boundary."""
+    if max_tokens <= 0:
+        return "", True
+    if estimate_tokens(text) <= max_tokens:
+        return text, False
+    raw = text.encode("utf-8")[: max_tokens * 4]
+    # `errors="ignore"` drops only a trailing partial character: a UTF-8 prefix
+    # never splits anywhere else, so this is "back off to a char boundary".
+    return raw.decode("utf-8", errors="ignore"), True
+
+
+def render_blend(
+    rows: Sequence[BlendRow],
+    *,
+    top_k: int,
+    total_chunks: int,
+    detail: str = "compact",
+    max_tokens: int | None = None,
+) -> str:
+    """The `context_search` answer for knowledge rows (no code side, so no query_id).
+
+    Rows are re-sorted by the blend comparator — score at 6 decimals descending,
+    then chunk_id ascending — and ranks are the blended positions, exactly like
+    the reference, even though search already ordered them (its tie-break is
+    recency, the blend's is the id).
+    """
+    items = sorted(rows, key=lambda r: (-score_key(r.score), r.chunk_id))[:top_k]
+    if not items:
+        return (
+            f"No matching context found. The index has {total_chunks} chunk(s) — "
+            "try broader or different terms."
+        )
+    out: list[str] = []
+    used = 0
+    truncated = False
+    for i, row in enumerate(items):
+        out.append(knowledge_header(i + 1, row.score, row.provenance, row.chunk_id))
+        out.append("\n")
+        body = row.content
+        if max_tokens is not None:
+            body, cut = _cut_to_tokens(body, max_tokens - used)
+            truncated |= cut
+        out.append(body)
+        if not body.endswith("\n"):
+            out.append("\n")
+        out.append("\n")
+        used += estimate_tokens(body)
+        if max_tokens is not None and used >= max_tokens and i + 1 < len(items):
+            truncated = True
+            break
+    if truncated:
+        out.append(TRUNCATED_LINE)
+    if detail != "full":
+        out.append(COMPACT_HINT)
+    return "".join(out)
+
+
+def with_notice(notice: str | None, body: str) -> str:
+    return body if notice is None else f"{notice}\n\n{body}"
+
+
+def compact_body(content: str) -> str:
+    """The generic compact rule: first non-blank line (trailing space trimmed) plus
+    `… (+N lines)` for the lines after it; all-blank content gives ``""``."""
+    lines = rs_lines(content)
+    for i, line in enumerate(lines):
+        if not rs_is_blank(line):
+            first = rs_trim_end(line)
+            elided = len(lines) - (i + 1)
+            return f"{first}\n… (+{elided} lines)" if elided > 0 else first
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One knowledge chunk as the expand/related group renderer needs it."""
+
+    record_id: str
+    start_line: int
+    end_line: int
+    kind: str
+    chunk_id: str
+    content: str
+
+
+def section_header(s: Section, display: Callable[[str], str]) -> str:
+    return f"{display(s.record_id)}:{s.start_line}-{s.end_line} ({s.kind}) #{s.chunk_id}"
+
+
+def render_group(
+    title: str, blocks: Sequence[tuple[Section, str]], display: Callable[[str], str]
+) -> str:
+    out = [title, "\n"]
+    for sec, body in blocks:
+        out.append("\n")
+        out.append(section_header(sec, display))
+        out.append("\n")
+        out.append(body)
+        if not body.endswith("\n"):
+            out.append("\n")
+    return "".join(out)
+
+
+def stale_chunk_message(chunk_id: str) -> str:
+    return (
+        f"no chunk with id {chunk_id} in the current index — it may be stale; "
+        "re-run context_search."
+    )
+
+
+def not_indexed_status(index_path: str) -> str:
+    """index_status' first line for a root without a code index (the reference's bytes)."""
+    return f"not indexed — no store at {index_path}. Run `cce index` (or `cce init`)."
+
+
+def knowledge_status_block(
+    *,
+    corpus: str | None,
+    snapshot: str,
+    records: int,
+    chunks: int,
+    data_as_of: str | None,
+    remote_current: str | None,
+    behind_remote: bool,
+) -> str:
+    """The `  knowledge :` block of index_status (conformance-sync.md §7.1)."""
+    behind = "yes — run `cce knowledge pull`" if behind_remote else "no"
+    return (
+        "  knowledge :\n"
+        f"    corpus         : {corpus if corpus is not None else '(local ingest)'}\n"
+        f"    snapshot       : {snapshot}\n"
+        f"    records/chunks : {records} / {chunks}\n"
+        f"    data as-of     : {data_as_of if data_as_of is not None else '-'}\n"
+        f"    remote current : {remote_current if remote_current is not None else '-'}\n"
+        f"    behind remote  : {behind}\n"
+    )
+
+
+def append_block(text: str, block: str) -> str:
+    """Append a block, adding the LF the reference adds when `text` lacks one."""
+    return (text if text.endswith("\n") else text + "\n") + block

@@ -1,0 +1,82 @@
+"""`cce mcp`: the knowledge tools over the official MCP SDK's stdio transport.
+
+stdout carries only the protocol: the SDK's stdio transport points fd 1 at
+stderr while serving, and our own logging goes to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from cce_knowledge import __version__
+from cce_knowledge.mcp.tools import KnowledgeTools, ToolOutput, tool_definitions
+
+log = logging.getLogger("cce_knowledge.mcp")
+
+SERVER_NAME = "cce-knowledge"
+INSTRUCTIONS = (
+    "Knowledge corpus server: call context_search for the 'why' behind this project's code "
+    "(issues, design docs, ADRs, policies); expand_chunk / related_context to read more of a "
+    "result; index_status for what is installed and how fresh it is."
+)
+
+
+def build_server(tools: KnowledgeTools) -> Server[Any]:
+    defs = [
+        types.Tool(name=d["name"], description=d["description"], input_schema=d["inputSchema"])
+        for d in tool_definitions()
+    ]
+
+    async def on_list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=defs)
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name
+        args = params.arguments or {}
+        try:
+            if name == "index_status":
+                # The remote lookup may wait on the network (bounded); keep the loop free.
+                out = await anyio.to_thread.run_sync(tools.call, name, args)
+            else:
+                out = tools.call(name, args)
+        except Exception as e:  # a tool bug must not take the session down
+            log.exception("tool %s failed", name)
+            out = ToolOutput(f"{name} failed: {type(e).__name__}: {e}", True)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=out.text)], is_error=out.is_error
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) -> None:
+    """Serve until the client closes stdin."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("CCE_MCP_LOG", "WARNING").upper(),
+        format="cce mcp: %(levelname)s %(message)s",
+    )
+    tools = KnowledgeTools(root, remote_timeout=remote_timeout)
+    server = build_server(tools)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)

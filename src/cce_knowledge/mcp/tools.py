@@ -1,0 +1,374 @@
+"""The four knowledge tools `cce mcp` serves, as plain functions over a root.
+
+Input handling and answer bytes follow conformance-core.md §7.4-§7.6 and
+conformance-sync.md §7.1 for a root that has a knowledge store and no code
+index (this package has no code indexer): `source: code` gets the reference's
+"not indexed" answer, `both` is knowledge-only and silent about code.
+
+The active store is held by the retrieval layer's `Searcher`, which loads it
+once and reloads it when `current` moves, so a pull or re-index underneath a
+running server is picked up by the next call without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cce_knowledge.config import KnowledgeConfig, config_path, load_knowledge_config
+from cce_knowledge.errors import CceError, UsageError
+from cce_knowledge.mcp import render
+from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, store_present
+
+log = logging.getLogger("cce_knowledge.mcp")
+
+DEFAULT_TOP_K = 8
+
+CONTEXT_SEARCH_DESC = (
+    "Search THIS project's knowledge corpus — issues, epics, design docs, ADRs, policies and "
+    "runbooks — for the 'why' behind the code. Use it FIRST when a question is about intent, "
+    "rules, decisions or history (\"why does X retry\", \"what is the password policy\", "
+    "\"which ADR chose Y\"). Every result carries a provenance header "
+    "([knowledge] title — state · updated_at · url) so you can judge freshness and origin, "
+    "and a `chunk_id`: call `expand_chunk(chunk_id)` for the whole document or "
+    "`related_context(chunk_id)` for its other sections — do NOT re-issue `context_search` "
+    "for a target you already found."
+)
+EXPAND_CHUNK_DESC = (
+    "Read more of a knowledge section `context_search` already returned, by its `chunk_id`. "
+    "scope=body returns the exact section; scope=file returns every section of the same "
+    "document in order; scope=neighbors returns the document's other sections. A stale or "
+    "unknown `chunk_id` returns a short, actionable message you can retry from."
+)
+RELATED_CONTEXT_DESC = (
+    "Given a `chunk_id` from `context_search`, list the other sections of the same document "
+    "as compact entries (first line + how many lines follow), each with its own `chunk_id` "
+    "to expand. Use it to see what else a record says before reading it whole."
+)
+INDEX_STATUS_DESC = (
+    "Check what knowledge is installed here and how fresh it is: corpus, snapshot, "
+    "records/chunks, data as-of, and (best effort, offline-safe) whether the published "
+    "corpus has moved on."
+)
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    """Names and input schemas (the reference's shapes for these four tools, plus
+    our additive `ranking`)."""
+    return [
+        {
+            "name": "context_search",
+            "description": CONTEXT_SEARCH_DESC,
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "top_k": {"type": "integer", "default": DEFAULT_TOP_K},
+                    "max_tokens": {
+                        "type": "integer",
+                        "description": "cap the returned context (optional)",
+                    },
+                    "detail": {
+                        "type": "string",
+                        "enum": list(render.DETAIL_LEVELS),
+                        "description": "body detail (knowledge sections are always served whole)",
+                    },
+                    "source": {
+                        "type": "string",
+                        "enum": ["code", "knowledge", "both"],
+                        "description": (
+                            "which pools to search (optional; default `both` when a knowledge "
+                            "store exists, else `code`)"
+                        ),
+                    },
+                    "ranking": {
+                        "type": "string",
+                        "description": (
+                            "ranking mode passed to the retrieval engine (optional; default "
+                            "is the reference hybrid ranking)"
+                        ),
+                    },
+                },
+                "required": ["query"],
+            },
+        },
+        {
+            "name": "index_status",
+            "description": INDEX_STATUS_DESC,
+            "inputSchema": {"type": "object", "properties": {}},
+        },
+        {
+            "name": "expand_chunk",
+            "description": EXPAND_CHUNK_DESC,
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "chunk_id": {"type": "string"},
+                    "scope": {
+                        "type": "string",
+                        "enum": ["body", "file", "neighbors"],
+                        "default": "body",
+                    },
+                },
+                "required": ["chunk_id"],
+            },
+        },
+        {
+            "name": "related_context",
+            "description": RELATED_CONTEXT_DESC,
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "chunk_id": {"type": "string"},
+                    "top_k": {"type": "integer", "default": DEFAULT_TOP_K},
+                },
+                "required": ["chunk_id"],
+            },
+        },
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    text: str
+    is_error: bool = False
+
+
+def _pos_int(v: Any) -> int | None:
+    """A JSON unsigned integer > 0 (serde's `as_u64` refuses bools, floats, negatives)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        return None
+    return v
+
+
+def _str_arg(args: dict[str, Any], key: str) -> str | None:
+    v = args.get(key)
+    return v if isinstance(v, str) else None
+
+
+class KnowledgeTools:
+    """The tool handlers for one served root."""
+
+    def __init__(self, root: str | os.PathLike[str], *, remote_timeout: float = 5.0) -> None:
+        self.root = Path(os.fspath(root))
+        self.remote_timeout = remote_timeout
+        self._searcher: Any = None
+        self._cfg_key: tuple[int, int] | None = None
+        self._cfg = KnowledgeConfig()
+        self._redact: Any = None
+
+    # ------------------------------------------------------------ shared state
+
+    def config(self) -> KnowledgeConfig:
+        """`.cce/config` knowledge block, re-read only when the file changes."""
+        try:
+            st = config_path(self.root).stat()
+            key = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = (-1, -1)
+        if key != self._cfg_key:
+            self._cfg = load_knowledge_config(self.root)
+            self._cfg_key = key
+        return self._cfg
+
+    def searcher(self) -> Any:
+        if self._searcher is None:
+            from cce_knowledge.retrieval import Searcher
+
+            self._searcher = Searcher(self.root)
+        return self._searcher
+
+    def knowledge(self) -> tuple[KnowledgeStore | None, bool]:
+        """(loaded store or None, present-on-disk). Present but None = failed to load."""
+        if not store_present(self.root):
+            return None, False
+        try:
+            return self.searcher().store, True
+        except (CceError, OSError, ValueError) as e:
+            log.warning("knowledge store present but not loadable: %s", e)
+            return None, True
+
+    def display(self, record_id: str) -> str:
+        """Record ids are shown redacted (they stay raw at rest: they are addresses)."""
+        if self._redact is None:
+            from cce_knowledge.engine.redactor import redact
+
+            self._redact = redact
+        out: str = self._redact(record_id)
+        return out
+
+    # ------------------------------------------------------------ context_search
+
+    def context_search(self, args: dict[str, Any]) -> ToolOutput:
+        query = rs_trim(_str_arg(args, "query") or "")
+        if not query:
+            return ToolOutput("context_search requires a non-empty `query`.", True)
+        cfg = self.config()
+        source = rs_trim(_str_arg(args, "source") or "")
+        if source not in ("code", "knowledge", "both"):
+            present = store_present(self.root)
+            source = cfg.default_source if cfg.enabled and present else "code"
+        if source == "code":
+            return ToolOutput(render.NOT_INDEXED_MESSAGE)
+        top_k = _pos_int(args.get("top_k")) or DEFAULT_TOP_K
+        detail_arg = _str_arg(args, "detail")
+        detail = ascii_lower(rs_trim(detail_arg)) if detail_arg is not None else "compact"
+        if detail not in render.DETAIL_LEVELS:
+            detail = "compact"
+        mt = args.get("max_tokens")
+        max_tokens = mt if isinstance(mt, int) and not isinstance(mt, bool) and mt >= 0 else None
+        ranking = _str_arg(args, "ranking")
+
+        notice = None
+        rows: list[render.BlendRow] = []
+        total = 0
+        if cfg.enabled:
+            store, present = self.knowledge()
+            if store is None and present:
+                notice = render.KNOWLEDGE_LOAD_NOTICE
+            elif store is not None:
+                total = len(store.chunks)
+                try:
+                    # The Searcher applies the ranking's floor (`knowledge.min_score`
+                    # for the reference ranking) and `knowledge.ranking` when unset.
+                    hits = self.searcher().search(query, top_k, ranking=ranking)
+                except UsageError as e:
+                    return ToolOutput(f"context_search: {e.message}", True)
+                rows = [self._row(h) for h in hits]
+        text = render.render_blend(
+            rows, top_k=top_k, total_chunks=total, detail=detail, max_tokens=max_tokens
+        )
+        return ToolOutput(render.with_notice(notice, text))
+
+    @staticmethod
+    def _row(hit: Any) -> render.BlendRow:
+        from cce_knowledge.retrieval import provenance_line
+
+        return render.BlendRow(
+            score=hit.score,
+            chunk_id=hit.chunk_id,
+            provenance=provenance_line(hit.title, hit.state, hit.updated_at, hit.url),
+            content=hit.content,
+        )
+
+    # ------------------------------------------------------------ expand / related
+
+    def _target(self, chunk_id: str) -> tuple[KnowledgeStore, KnowledgeChunk] | None:
+        if not self.config().enabled:
+            return None
+        store, _ = self.knowledge()
+        if store is None:
+            return None
+        for c in store.chunks:
+            if c.chunk_id == chunk_id:
+                return store, c
+        return None
+
+    @staticmethod
+    def _sections(
+        store: KnowledgeStore, record_id: str, exclude: str | None
+    ) -> list[KnowledgeChunk]:
+        same = [
+            c for c in store.chunks if c.record_id == record_id and c.chunk_id != exclude
+        ]
+        same.sort(key=lambda c: (c.start_line, c.chunk_id))
+        return same
+
+    @staticmethod
+    def _section(c: KnowledgeChunk) -> render.Section:
+        return render.Section(c.record_id, c.start_line, c.end_line, c.kind, c.chunk_id, c.content)
+
+    def expand_chunk(self, args: dict[str, Any]) -> ToolOutput:
+        chunk_id = rs_trim(_str_arg(args, "chunk_id") or "")
+        if not chunk_id:
+            return ToolOutput(
+                "expand_chunk requires a `chunk_id` (from a prior context_search result).", True
+            )
+        scope_arg = _str_arg(args, "scope")
+        scope = rs_trim(scope_arg) if scope_arg is not None else "body"
+        if scope not in ("body", "file", "neighbors"):
+            return ToolOutput(
+                f"expand_chunk: unknown scope {rust_debug_str(scope)}; "
+                'use "body", "file", or "neighbors".',
+                True,
+            )
+        found = self._target(chunk_id)
+        if found is None:
+            # No code index exists here, so the reference answers "not indexed yet".
+            return ToolOutput(render.NOT_INDEXED_MESSAGE)
+        store, target = found
+        if scope == "body":
+            return ToolOutput(target.content)
+        disp = self.display(target.record_id)
+        exclude = chunk_id if scope == "neighbors" else None
+        sections = self._sections(store, target.record_id, exclude)
+        if scope == "neighbors" and not sections:
+            return ToolOutput(f"no same-document neighbours for {disp} in the knowledge store.")
+        blocks = [(self._section(c), c.content) for c in sections]
+        title = (
+            f"document {disp} — {len(blocks)} section(s):"
+            if scope == "file"
+            else f"neighbours of {disp} — {len(blocks)} section(s):"
+        )
+        return ToolOutput(render.render_group(title, blocks, self.display))
+
+    def related_context(self, args: dict[str, Any]) -> ToolOutput:
+        chunk_id = rs_trim(_str_arg(args, "chunk_id") or "")
+        if not chunk_id:
+            return ToolOutput(
+                "related_context requires a `chunk_id` (from a prior context_search result).",
+                True,
+            )
+        top_k = _pos_int(args.get("top_k")) or DEFAULT_TOP_K
+        found = self._target(chunk_id)
+        if found is None:
+            return ToolOutput(render.NOT_INDEXED_MESSAGE)
+        store, target = found
+        disp = self.display(target.record_id)
+        sections = self._sections(store, target.record_id, chunk_id)[:top_k]
+        if not sections:
+            return ToolOutput(f"no same-document neighbours for {disp} in the knowledge store.")
+        blocks = [(self._section(c), render.compact_body(c.content)) for c in sections]
+        title = f"related to {disp} in the same document — {len(blocks)} section(s):"
+        return ToolOutput(render.render_group(title, blocks, self.display))
+
+    # ------------------------------------------------------------ index_status
+
+    def index_status(self, args: dict[str, Any] | None = None) -> ToolOutput:
+        from cce_knowledge.status import REMOTE_CACHE_SECONDS, try_knowledge_status
+
+        text = render.not_indexed_status(str(self.root.absolute() / ".cce" / "index.json"))
+        store, _ = self.knowledge()
+        if store is None:
+            return ToolOutput(text)
+        st = try_knowledge_status(
+            self.root, store=store, timeout=self.remote_timeout, cache_for=REMOTE_CACHE_SECONDS
+        )
+        if st is None:
+            return ToolOutput(text)
+        block = render.knowledge_status_block(
+            corpus=st.corpus,
+            snapshot=st.snapshot,
+            records=st.records,
+            chunks=st.chunks,
+            data_as_of=st.data_as_of,
+            remote_current=st.remote_current,
+            behind_remote=st.behind_remote,
+        )
+        return ToolOutput(render.append_block(text, block))
+
+    def call(self, name: str, args: dict[str, Any] | None) -> ToolOutput:
+        args = args if isinstance(args, dict) else {}
+        handler = {
+            "context_search": self.context_search,
+            "expand_chunk": self.expand_chunk,
+            "related_context": self.related_context,
+            "index_status": self.index_status,
+        }.get(name)
+        if handler is None:
+            return ToolOutput(f"unknown tool: {name}", True)
+        return handler(args)
