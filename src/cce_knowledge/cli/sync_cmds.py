@@ -1,1 +1,261 @@
-"""Placeholder: commands of this group are registered here (see cli/main.py)."""
+"""`cce knowledge push|pull` and `cce sync init|list|pull --all|verify` (argparse only here).
+
+Handlers import the sync library lazily so `cce --help` never loads GitPython.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cce_knowledge.cli.common import add_dir
+
+_REMOTE_HELP = "cache repository URL (overrides knowledge.sync.remote / sync.remote)"
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text)
+
+
+def _json(obj: Any) -> None:
+    from cce_knowledge.jsonout import pretty
+
+    _emit(pretty(obj, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------- knowledge push / pull
+
+
+def _push(args: argparse.Namespace) -> int:
+    from cce_knowledge.sync.push import push_corpus
+
+    res = push_corpus(
+        args.dir, corpus=args.corpus, remote=args.remote, force=args.force, dry_run=args.dry_run
+    )
+    if args.json:
+        _json(
+            {
+                "added": res.added,
+                "changed": res.changed,
+                "checksum": res.checksum,
+                "chunks": res.chunks,
+                "corpus_id": res.corpus_id,
+                "data_as_of": res.data_as_of,
+                "dry_run": args.dry_run,
+                "guard": res.guard,
+                "key": res.key,
+                "published": res.published,
+                "pruned": res.pruned,
+                "pushed_at": res.pushed_at,
+                "records": res.records,
+                "remote": res.remote,
+                "removed": res.removed,
+                "report": res.report,
+                "retention_warning": res.retention_warning,
+                "snapshot": res.snapshot,
+            }
+        )
+    else:
+        _emit(res.report)
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from cce_knowledge.sync.pull import pull_corpus
+
+    res = pull_corpus(
+        args.dir, corpus=args.corpus, snapshot=args.snapshot, force=args.force, remote=args.remote
+    )
+    if args.json:
+        _json(
+            {
+                "checksum": res.checksum,
+                "chunks": res.chunks,
+                "corpus_id": res.corpus_id,
+                "installed_sha256": res.installed_sha256,
+                "records": res.records,
+                "remote": res.remote,
+                "snapshot": res.snapshot,
+                "store": res.store_display,
+            }
+        )
+    else:
+        _emit(res.report)
+    return 0
+
+
+def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser(
+        "push",
+        help="publish the local store to the git cache (shrink guard first)",
+        formatter_class=fmt,
+        description=(
+            "Export the local knowledge store as a .cck and publish it to the git cache as\n"
+            "knowledge/v1/<corpus>/<snapshot>.cck, moving `current` and rewriting corpus.json in\n"
+            "one commit. The shrink guard compares against the remote current first and refuses\n"
+            "to drop records unless --force. Nothing local is written."
+        ),
+    )
+    p.add_argument("--corpus", metavar="ID", help="corpus id (default: knowledge.sync.corpus_id)")
+    p.add_argument("--remote", metavar="URL", help=_REMOTE_HELP)
+    add_dir(p)
+    p.add_argument(
+        "--force", action="store_true", help="skip the shrink guard (intentional shrink)"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="report what a push would change; publish nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_push)
+
+    q = sub.add_parser(
+        "pull",
+        help="install a published corpus from the git cache",
+        formatter_class=fmt,
+        description=(
+            "Fetch knowledge/v1/<corpus>/<snapshot>.cck (default: the remote `current`), verify\n"
+            "its checksum, and install a byte-identical store under <dir>/.cce/knowledge/ with a\n"
+            "synced.json marker. `current` moves last, so a failed pull never touches the\n"
+            "active store."
+        ),
+    )
+    q.add_argument("--corpus", metavar="ID", help="corpus id (default: knowledge.sync.corpus_id)")
+    g = q.add_mutually_exclusive_group()
+    g.add_argument("--latest", action="store_true", help="the remote `current` (the default)")
+    g.add_argument("--snapshot", metavar="ID", help="a specific published snapshot")
+    q.add_argument(
+        "--force", action="store_true", help="replace a store that came from a different corpus"
+    )
+    q.add_argument("--remote", metavar="URL", help=_REMOTE_HELP)
+    add_dir(q)
+    q.add_argument("--json", action="store_true", help="print the result as JSON")
+    q.set_defaults(func=_pull)
+
+
+# ---------------------------------------------------------------- sync group
+
+
+def _init(args: argparse.Namespace) -> int:
+    from cce_knowledge.sync.init import sync_init
+
+    res = sync_init(args.dir, args.remote, lfs=args.lfs, repo_id=args.repo_id)
+    if res.backup is not None:
+        print(
+            f"warning: {args.dir}/.cce/config could not be parsed; the old file was kept as {res.backup}",
+            file=sys.stderr,
+        )
+    _emit(res.report)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from cce_knowledge.sync.gitcache import open_cache
+    from cce_knowledge.sync.listing import list_cache, render_human, render_json
+    from cce_knowledge.sync.remote import resolve_listing_remote
+
+    rem = resolve_listing_remote(args.dir, args.remote)
+    with open_cache(rem) as cache:
+        lst = list_cache(cache)
+    _emit(render_json(lst) if args.json else render_human(lst))
+    return 0
+
+
+def _sync_pull(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser = args._cmd_parser
+    if args.corpus is not None and not args.all:
+        parser.error("--corpus requires --all")
+    if not args.all:
+        parser.error(
+            "cce-knowledge carries no code artifacts: use `cce sync pull --all --into <dir>` "
+            "or `cce knowledge pull`"
+        )
+    if args.into is None:
+        parser.error("--all requires --into <dir>")
+    from cce_knowledge.sync.pull_all import pull_all
+
+    res = pull_all(args.into, remote=args.remote, corpus=args.corpus)
+    _emit(res.report)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    if not args.checksum_only:
+        args._cmd_parser.error(
+            "a knowledge corpus can only be verified with --checksum-only "
+            "(the puller lacks the source feed, so there is no rebuild-verify)"
+        )
+    from cce_knowledge.sync.verify import verify_root
+
+    _emit(verify_root(args.dir))
+    return 0
+
+
+def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser(
+        "init",
+        help="point this project at a cache remote (edits .cce/config in place)",
+        formatter_class=fmt,
+        description=(
+            "Set sync.remote (and sync.lfs / sync.repo_id) in <dir>/.cce/config, keeping every\n"
+            "other block and comment, clone the cache and, with LFS on, commit the *.cce\n"
+            "attribute line. Credentials in the URL are NOT stored: give a token through\n"
+            "CCE_SYNC_TOKEN or GITHUB_TOKEN at run time."
+        ),
+    )
+    p.add_argument("--remote", metavar="URL", required=True, help="cache repository URL")
+    lfs = p.add_mutually_exclusive_group()
+    lfs.add_argument(
+        "--lfs", dest="lfs", action="store_true", default=True, help="use git-LFS (default)"
+    )
+    lfs.add_argument(
+        "--no-lfs", dest="lfs", action="store_false", help="store artifacts as plain git blobs"
+    )
+    p.add_argument("--repo-id", metavar="ID", help="code repo id recorded as sync.repo_id")
+    add_dir(p)
+    p.set_defaults(func=_init)
+
+    ls = sub.add_parser(
+        "list",
+        help="list what the cache carries (knowledge corpora and code repos)",
+        formatter_class=fmt,
+        description="List the corpora (and any code repos) the cache carries. Read-only.",
+    )
+    ls.add_argument("--remote", metavar="URL", help="cache repository URL (overrides sync.remote)")
+    ls.add_argument("--json", action="store_true", help="print cce.synclist/v1 JSON")
+    add_dir(ls)
+    ls.set_defaults(func=_list)
+
+    pl = sub.add_parser(
+        "pull",
+        help="install the cache's knowledge corpus into a directory (--all --into)",
+        formatter_class=fmt,
+        description=(
+            "Install everything the cache offers into <dir>. cce-knowledge installs the\n"
+            "knowledge corpus (one per root); code repos are reported as skipped. Never fails\n"
+            "because of the knowledge step: problems are printed as warnings."
+        ),
+    )
+    pl.add_argument("--all", action="store_true", help="pull everything the cache carries")
+    pl.add_argument("--into", metavar="DIR", help="destination root (required with --all)")
+    pl.add_argument("--remote", metavar="URL", help="cache repository URL (overrides sync.remote)")
+    pl.add_argument(
+        "--corpus", metavar="ID", help="which corpus to install when the cache has several"
+    )
+    pl.set_defaults(func=_sync_pull, _cmd_parser=pl)
+
+    v = sub.add_parser(
+        "verify",
+        help="check the pulled store against its install checksum",
+        formatter_class=fmt,
+        description=(
+            "Re-hash the pulled knowledge store and compare it with the sha256 recorded in\n"
+            "synced.json at pull time. Detects corruption or local edits, not a malicious\n"
+            "build: trust stays with the pusher and the git host's access control."
+        ),
+    )
+    v.add_argument(
+        "--checksum-only", action="store_true", help="required: compare install checksums"
+    )
+    add_dir(v)
+    v.set_defaults(func=_verify, _cmd_parser=v)

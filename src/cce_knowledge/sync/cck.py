@@ -159,11 +159,11 @@ def export_cck(store: KnowledgeStore, corpus_id: str) -> CckArtifact:
 def _m_nullable(o: dict[str, Any], k: str) -> str | None:
     if k not in o or not (o[k] is None or isinstance(o[k], str)):
         raise CckError(f"manifest missing nullable string field `{k}`")
-    return o[k]  # type: ignore[no-any-return]
+    return o[k]
 
 
 def _m_str(o: dict[str, Any], k: str) -> str:
-    v = o.get(k)
+    v: Any = o.get(k)
     if not isinstance(v, str):
         raise CckError(f"manifest missing string field `{k}`")
     return v
@@ -174,34 +174,34 @@ def _is_u64(v: Any) -> bool:
 
 
 def _m_int(o: dict[str, Any], k: str) -> int:
-    v = o.get(k)
+    v: Any = o.get(k)
     if not _is_u64(v):
         raise CckError(f"manifest missing integer field `{k}`")
-    return v  # type: ignore[no-any-return]
+    return int(v)
 
 
 def _c_str(o: dict[str, Any], k: str) -> str:
-    v = o.get(k)
+    v: Any = o.get(k)
     if not isinstance(v, str):
         raise CckError(f"chunk missing string field `{k}`")
     return v
 
 
 def _c_int(o: dict[str, Any], k: str) -> int:
-    v = o.get(k)
+    v: Any = o.get(k)
     if not _is_u64(v):
         raise CckError(f"chunk missing integer field `{k}`")
-    return v  # type: ignore[no-any-return]
+    return int(v)
 
 
 def _c_nullable(o: dict[str, Any], k: str) -> str | None:
     if k not in o or not (o[k] is None or isinstance(o[k], str)):
         raise CckError(f"chunk missing nullable string field `{k}`")
-    return o[k]  # type: ignore[no-any-return]
+    return o[k]
 
 
 def _c_array(o: dict[str, Any], k: str) -> list[str]:
-    v = o.get(k)
+    v: Any = o.get(k)
     if not isinstance(v, list):
         raise CckError(f"chunk missing array field `{k}`")
     return [s for s in v if isinstance(s, str)]

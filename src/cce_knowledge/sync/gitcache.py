@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import git
 
@@ -88,7 +89,7 @@ class GitCache:
         *args: str,
         check: bool = True,
         cwd: Path | None = None,
-        istream: object = None,
+        istream: BinaryIO | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> tuple[int, bytes, str]:
         """Run `git -C <dir> <args>`; (status, stdout bytes, stderr text)."""

@@ -66,9 +66,7 @@ def is_confined(key: str, corpus_id: str) -> bool:
 def check_write_key(key: str, corpus_id: str) -> None:
     """Refuse to write a key outside the corpus namespace."""
     if not is_confined(key, corpus_id):
-        raise SyncError(
-            f"refusing to write `{key}`: it is not confined to `{PREFIX}/{corpus_id}/`"
-        )
+        raise SyncError(f"refusing to write `{key}`: it is not confined to `{PREFIX}/{corpus_id}/`")
 
 
 def check_prune_key(key: str, corpus_id: str) -> None:

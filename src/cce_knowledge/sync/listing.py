@@ -136,12 +136,16 @@ def render_human(lst: Listing) -> str:
     if lst.repos:
         id_w = max(len("repo_id"), *(len(r.repo_id) for r in lst.repos))
         latest = [
-            "-" if r.latest_sha is None else (f"{r.latest_sha} ({r.ref})" if r.ref else r.latest_sha)
+            "-"
+            if r.latest_sha is None
+            else (f"{r.latest_sha} ({r.ref})" if r.ref else r.latest_sha)
             for r in lst.repos
         ]
         lat_w = max(len("latest"), *(len(x) for x in latest))
         b_w = max(len("bytes"), *(len(str(r.bytes)) for r in lst.repos))
-        out.append(f"{'repo_id':<{id_w}}  {'latest':<{lat_w}}  {'artifacts':>9}  {'bytes':>{b_w}}\n")
+        out.append(
+            f"{'repo_id':<{id_w}}  {'latest':<{lat_w}}  {'artifacts':>9}  {'bytes':>{b_w}}\n"
+        )
         for r, lat in zip(lst.repos, latest, strict=True):
             out.append(f"{r.repo_id:<{id_w}}  {lat:<{lat_w}}  {r.artifacts:>9}  {r.bytes:>{b_w}}\n")
         n_art = sum(r.artifacts for r in lst.repos)
@@ -168,7 +172,9 @@ def render_corpus_table(rows: list[CorpusRow]) -> str:
     id_w = max(len("corpus_id"), *(len(r.corpus_id.encode()) for r in rows))
     cur_w = max(len("current"), *(len(c) for c in cur))
     b_w = max(len("bytes"), *(len(str(r.bytes)) for r in rows))
-    lines = [f"{'corpus_id':<{id_w}}  {'current':<{cur_w}}  {'snapshots':>9}  {'bytes':>{b_w}}  data as-of"]
+    lines = [
+        f"{'corpus_id':<{id_w}}  {'current':<{cur_w}}  {'snapshots':>9}  {'bytes':>{b_w}}  data as-of"
+    ]
     for r, c in zip(rows, cur, strict=True):
         lines.append(
             f"{r.corpus_id:<{id_w}}  {c:<{cur_w}}  {r.snapshots:>9}  {r.bytes:>{b_w}}  "

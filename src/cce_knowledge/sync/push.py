@@ -83,7 +83,9 @@ def _fetch_remote(cache: GitCache, corpus_id: str, snapshot: str) -> CckArtifact
     return import_keyed(key, cache.get(key))
 
 
-def _guard(cache: GitCache, art: CckArtifact, corpus_id: str, res: PushResult, dry_run: bool) -> None:
+def _guard(
+    cache: GitCache, art: CckArtifact, corpus_id: str, res: PushResult, dry_run: bool
+) -> None:
     """Raise on a refusal; fill `res.report` for a dry-run."""
     ptr = K.pointer_key(corpus_id)
     remote_snap = cache.read_text(ptr) if cache.has(ptr) else ""

@@ -1,0 +1,131 @@
+"""`cce sync init`: point a project at a cache remote (conformance-sync.md §3.4).
+
+Unlike the reference (which rewrites `.cce/config` with only a `sync:` block), we
+edit the file in place with ruamel.yaml's round-trip mode: `knowledge:`,
+`markdown:`, other keys and comments survive. The remote is stored WITHOUT any
+credentials; a token belongs in `CCE_SYNC_TOKEN` / `GITHUB_TOKEN` at run time.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
+
+from cce_knowledge.atomic import atomic_write
+from cce_knowledge.config import config_path, load_sync_config
+from cce_knowledge.errors import ConfigError
+from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, open_cache
+from cce_knowledge.sync.remote import make_remote
+
+
+@dataclass
+class InitResult:
+    remote: str
+    lfs: bool
+    repo_id: str | None
+    clone_dir: Path
+    config: str
+    backup: Path | None = None
+
+    @property
+    def report(self) -> str:
+        return (
+            f"Configured sync remote: {self.remote}\n"
+            f"  git-LFS       : {'enabled (*.cce)' if self.lfs else 'disabled'}\n"
+            f"  repo_id       : {self.repo_id or '(resolved from git origin at push time)'}\n"
+            f"  working clone : {self.clone_dir}\n"
+            f"  config        : {self.config}\n"
+        )
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.indent(mapping=2, sequence=4, offset=2)
+    y.width = 4096
+    return y
+
+
+def _to_text(doc: Any) -> str:
+    buf = io.StringIO()
+    _yaml().dump(doc, buf)
+    return buf.getvalue()
+
+
+def edit_config_text(
+    text: str | None, remote: str, lfs: bool, repo_id: str | None
+) -> tuple[str, bool]:
+    """New config text with the `sync:` keys set; (text, rewrote_unparsable_file)."""
+    doc: Any = None
+    rewrote = False
+    if text:
+        try:
+            # The readers use PyYAML: a file they cannot parse is replaced, not patched.
+            yaml.compose(text, Loader=yaml.SafeLoader)
+            doc = _yaml().load(text)
+        except (YAMLError, yaml.YAMLError):
+            doc, rewrote = None, True
+    if doc is None:
+        doc = CommentedMap()
+    if not isinstance(doc, CommentedMap):
+        doc, rewrote = CommentedMap(), True
+    sync = doc.get("sync")
+    if not isinstance(sync, CommentedMap):
+        sync = CommentedMap()
+        doc["sync"] = sync
+    sync["remote"] = remote
+    sync["lfs"] = lfs
+    if repo_id is not None:
+        sync["repo_id"] = repo_id
+    elif "repo_id" not in sync:
+        sync["repo_id"] = None
+    if "auto_pull" not in sync:
+        sync["auto_pull"] = False
+    if "retention" not in sync:
+        sync["retention"] = "all"
+    return _to_text(doc), rewrote
+
+
+def sync_init(
+    root: str | os.PathLike[str], remote: str, lfs: bool = True, repo_id: str | None = None
+) -> InitResult:
+    rem = make_remote(remote)
+    path = config_path(root)
+    try:
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from e
+    text, rewrote = edit_config_text(old, rem.url, lfs, repo_id)
+    backup = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rewrote and old is not None:
+            # An unparsable file is replaced (as the reference does) but never lost.
+            backup = path.with_name("config.bak")
+            atomic_write(backup, old.encode("utf-8"))
+        atomic_write(path, text.encode("utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e}") from e
+    with open_cache(rem, for_write=lfs) as cache:
+        if lfs:
+            cache.ensure_attribute(CCE_ATTR_LINE, "*.cce", "cce sync: enable git-LFS for *.cce")
+        clone = cache.dir
+    kept_repo_id = repo_id
+    if kept_repo_id is None:
+        kept_repo_id = load_sync_config(root, warn=False).repo_id
+    return InitResult(
+        remote=rem.display,
+        lfs=lfs,
+        repo_id=kept_repo_id,
+        clone_dir=clone,
+        config=f"{os.fspath(root)}/.cce/config",
+        backup=backup,
+    )
