@@ -1,0 +1,139 @@
+"""The `cce.feed-manifest/v1` sidecar (conformance-core.md §9).
+
+A producer states how many records its feed carries and the SHA-256 of the feed's
+raw bytes; `index --manifest` refuses a feed that does not match. Reading is
+tolerant (unknown keys ignored, `schema` not compared) so a foreign producer's
+manifest maps on by carrying the two fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cce_knowledge.contract.jsonparse import (
+    FieldReader,
+    ScanError,
+    Scanner,
+    format_path,
+    scan_struct,
+)
+from cce_knowledge.errors import ContractError
+from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
+
+FEED_MANIFEST_SCHEMA_ID = "cce.feed-manifest/v1"
+
+#: Declaration order of the reference struct: records, sha256, schema.
+MANIFEST_FIELDS: tuple[tuple[str, FieldReader, bool], ...] = (
+    ("records", Scanner.u64_field, True),
+    ("sha256", Scanner.str_field, True),
+    ("schema", Scanner.opt_str_field, False),
+)
+_HEX = frozenset("0123456789abcdef")
+_USIZE_MAX = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class FeedManifest:
+    records: int
+    sha256: str
+    schema: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestParseError:
+    """Where a manifest document is malformed (for `validate`)."""
+
+    line: int
+    column: int
+    path: str
+    message: str
+
+    @property
+    def serde_text(self) -> str:
+        return f"{self.message} at line {self.line} column {self.column}"
+
+
+def feed_sha256(raw: bytes) -> str:
+    """Full lowercase-hex SHA-256 of the feed's raw bytes."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+def scan_manifest(text: str) -> FeedManifest | ManifestParseError:
+    try:
+        f = scan_struct(text.encode("utf-8", "surrogatepass"), "FeedManifest", MANIFEST_FIELDS)
+    except ScanError as e:
+        return ManifestParseError(e.line, e.column, format_path(e.path), e.message)
+    return FeedManifest(records=f["records"], sha256=f["sha256"], schema=f.get("schema"))
+
+
+def parse_manifest(text: str) -> FeedManifest:
+    """Parse a manifest document: `invalid cce.feed-manifest/v1 manifest: {serde error}`."""
+    r = scan_manifest(text)
+    if isinstance(r, ManifestParseError):
+        raise ContractError(f"invalid {FEED_MANIFEST_SCHEMA_ID} manifest: {r.serde_text}")
+    return r
+
+
+def read_manifest(path: str | os.PathLike[str]) -> FeedManifest:
+    """Read and parse a sidecar: `could not read feed manifest {path}: {io}`."""
+    from cce_knowledge.contract.ndjson import io_error_text
+
+    shown = os.fspath(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ContractError(f"could not read feed manifest {shown}: {io_error_text(e)}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContractError(
+            f"could not read feed manifest {shown}: stream did not contain valid UTF-8"
+        ) from None
+    return parse_manifest(text)
+
+
+def verify_problem(manifest: FeedManifest, raw: bytes, actual_records: int) -> str | None:
+    """The first mismatch between a manifest and a parsed feed, or None.
+
+    Order as the reference: digest shape, then record count (the friendliest
+    truncation message), then the checksum.
+    """
+    declared = ascii_lower(rs_trim(manifest.sha256))
+    if len(declared.encode("utf-8")) != 64 or any(c not in _HEX for c in declared):
+        return (
+            "feed manifest sha256 is not a 64-char hex digest: "
+            + rust_debug_str(manifest.sha256)
+        )
+    if actual_records != manifest.records:
+        return (
+            f"feed does not match its manifest: manifest declares {manifest.records} "
+            f"record(s), feed has {actual_records} — the feed is truncated or incomplete"
+        )
+    actual = feed_sha256(raw)
+    if actual != declared:
+        return (
+            "feed does not match its manifest checksum (truncated, corrupt, or misdirected "
+            f"feed): manifest sha256 {declared}, feed sha256 {actual}"
+        )
+    return None
+
+
+def verify_manifest(manifest: FeedManifest, raw: bytes, actual_records: int) -> None:
+    """Raise `ContractError` on any mismatch; nothing may be written after a failure."""
+    problem = verify_problem(manifest, raw, actual_records)
+    if problem is not None:
+        raise ContractError(problem)
+
+
+def build_manifest(raw: bytes, records: int) -> bytes:
+    """The sidecar bytes we emit: one compact line, fixed key order, trailing newline
+    (the layout of the bench corpus' `rfcs.manifest.json`)."""
+    if not 0 <= records <= _USIZE_MAX:
+        raise ContractError(f"record count out of range: {records}")
+    return (
+        f'{{"schema":"{FEED_MANIFEST_SCHEMA_ID}","records":{records},'
+        f'"sha256":"{feed_sha256(raw)}"}}\n'
+    ).encode()
