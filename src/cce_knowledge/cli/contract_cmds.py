@@ -1,1 +1,166 @@
-"""Placeholder: commands of this group are registered here (see cli/main.py)."""
+"""`cce knowledge validate` and `cce knowledge manifest` (the contract commands).
+
+Light at import: argparse only; the handlers import the contract library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from cce_knowledge.cli.common import add_dir
+
+VALIDATE_DESCRIPTION = """\
+Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests and
+cce.knowledge.ask/v1 suites, reporting every bad line (not just the first):
+
+  FILE:LINE: $.path: message (column C)
+
+The rules are exactly those `cce knowledge index` and `cce knowledge ask` apply, so
+a file that validates clean is one they accept. The kind is detected: a name ending
+in .manifest.json or a single cce.feed-manifest/v1 object is a manifest; a first line
+whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a feed.
+Relative paths are resolved against --dir.
+
+Under GitHub Actions (GITHUB_ACTIONS=true) each problem is also printed as an
+::error annotation.
+
+exit status: 0 every file valid, 1 any problem, 2 usage error"""
+
+MANIFEST_DESCRIPTION = """\
+Write the cce.feed-manifest/v1 sidecar for a feed: its record count and the
+SHA-256 of its raw bytes, as one JSON line
+
+  {"schema":"cce.feed-manifest/v1","records":N,"sha256":"<64 hex>"}
+
+The feed is parsed first, so a malformed feed fails with its line error and no
+manifest is written. Without --out the manifest goes to stdout; with --out it is
+written atomically. `cce knowledge index FEED --manifest PATH` verifies it.
+
+exit status: 0 written, 1 refused or failed, 2 usage error"""
+
+
+def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check feeds, manifests and ask suites; report every bad line",
+        description=VALIDATE_DESCRIPTION,
+        formatter_class=formatter_class,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="feed, manifest or suite files")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines (default) or a JSON list of {file,line,column,path,message}",
+    )
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument(
+        "--kind",
+        choices=("auto", "feed", "manifest", "suite"),
+        default="auto",
+        help="what the files are (default: detect)",
+    )
+    p.add_argument(
+        "--manifest",
+        metavar="PATH",
+        help="also verify the (single) feed against this cce.feed-manifest/v1 sidecar",
+    )
+    add_dir(p)
+    p.set_defaults(func=run_validate)
+
+    m = sub.add_parser(
+        "manifest",
+        help="write the cce.feed-manifest/v1 sidecar (record count + sha256) for a feed",
+        description=MANIFEST_DESCRIPTION,
+        formatter_class=formatter_class,
+    )
+    m.add_argument("feed", metavar="FEED", help="the cce.knowledge/v1 NDJSON feed file")
+    m.add_argument("--out", metavar="PATH", help="write the manifest here (default: stdout)")
+    add_dir(m)
+    m.set_defaults(func=run_manifest)
+
+
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotation(file: str, line: int | None, column: int | None, message: str) -> str:
+    """A workflow command `::error file=…,line=…,col=…::message`, escaped per GitHub."""
+    props = [f"file={_gh_prop(file)}"]
+    if line is not None:
+        props.append(f"line={line}")
+    if column is not None:
+        props.append(f"col={column}")
+    return f"::error {','.join(props)}::{_gh_data(message)}"
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from cce_knowledge.contract.validate import validate_file
+    from cce_knowledge.errors import UsageError
+    from cce_knowledge.jsonout import pretty
+
+    if args.manifest is not None and len(args.files) != 1:
+        raise UsageError("--manifest verifies a single feed; pass exactly one FILE")
+    base = None if args.dir == "." else args.dir
+    reports = []
+    for f in args.files:
+        reports.extend(validate_file(f, kind=args.kind, manifest=args.manifest, base=base))
+    problems = [p for r in reports for p in r.problems]
+    as_json = args.json or args.format == "json"
+    out = sys.stdout
+    if as_json:
+        out.write(pretty([p.as_json() for p in problems]) + "\n")
+    else:
+        for r in reports:
+            if r.ok:
+                out.write(r.summary() + "\n")
+            for p in r.problems:
+                out.write(p.text() + "\n")
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        # The runner reads workflow commands from either stream; keep --json stdout pure.
+        ann = sys.stderr if as_json else out
+        for p in problems:
+            msg = f"{p.path}: {p.message}"
+            ann.write(github_annotation(p.file, p.line, p.column, msg) + "\n")
+    if problems:
+        bad = sum(1 for r in reports if not r.ok)
+        out.flush()
+        print(
+            f"validate: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
+            f"in {bad} of {len(reports)} file{'s' if len(reports) != 1 else ''}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def run_manifest(args: argparse.Namespace) -> int:
+    from cce_knowledge.atomic import atomic_write
+    from cce_knowledge.contract.manifest import build_manifest, feed_sha256
+    from cce_knowledge.contract.ndjson import check_is_file, parse_feed, read_feed
+
+    feed = args.feed if args.dir == "." else os.path.join(args.dir, args.feed)
+    check_is_file(feed)
+    raw, text = read_feed(feed)
+    records = parse_feed(text)
+    data = build_manifest(raw, len(records))
+    if args.out is None:
+        sys.stdout.write(data.decode("utf-8"))
+        return 0
+    out = args.out if args.dir == "." or os.path.isabs(args.out) else os.path.join(args.dir, args.out)
+    try:
+        atomic_write(out, data)
+    except OSError as e:
+        from cce_knowledge.contract.ndjson import io_error_text
+        from cce_knowledge.errors import CceError
+
+        raise CceError(f"could not write {out}: {io_error_text(e)}") from None
+    print(f"wrote {out}: {len(records)} records, sha256 {feed_sha256(raw)}")
+    return 0
