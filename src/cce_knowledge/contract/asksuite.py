@@ -44,6 +44,12 @@ class SuiteLineError:
     path: str
     message: str
     column: int | None = None
+    #: serde_json's ` at line L column C`, which the reference appends to JSON errors.
+    position: str = ""
+
+    def reference_text(self) -> str:
+        """The exact error text of the reference engine (without the file)."""
+        return f"line {self.line}: {self.message}{self.position}"
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -79,7 +85,13 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
         try:
             obj = scan_value(line.encode("utf-8", "surrogatepass"))
         except ScanError as e:
-            yield n, None, SuiteLineError(n, _path(e), f"invalid JSON: {e.serde_text()}", e.column)
+            yield n, None, SuiteLineError(
+                n,
+                _path(e),
+                f"invalid JSON: {e.message}",
+                e.column,
+                f" at line {e.line} column {e.column}",
+            )
             continue
         if _get(obj, "schema") is not _ABSENT and _get(obj, "query") is _ABSENT:
             if seen_header or seen_case:
@@ -135,9 +147,9 @@ def parse_suite(text: str) -> AskSuite:
     and `ContractError("suite has no cases")` when there are none."""
     corpus: str | None = None
     cases: list[AskCase] = []
-    for n, item, err in iter_suite(text):
+    for _, item, err in iter_suite(text):
         if err is not None:
-            raise ContractError(f"line {n}: {err.message}")
+            raise ContractError(err.reference_text())
         if isinstance(item, AskCase):
             cases.append(item)
         else:

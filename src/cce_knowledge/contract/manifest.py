@@ -95,18 +95,27 @@ def read_manifest(path: str | os.PathLike[str]) -> FeedManifest:
     return parse_manifest(text)
 
 
+def digest_problem(manifest: FeedManifest) -> str | None:
+    """Verification step 1, which needs no feed: is `sha256` 64 hex digits (after a
+    RUST_WS trim, case-insensitively)?"""
+    declared = ascii_lower(rs_trim(manifest.sha256))
+    if len(declared.encode("utf-8")) != 64 or any(c not in _HEX for c in declared):
+        return "feed manifest sha256 is not a 64-char hex digest: " + rust_debug_str(
+            manifest.sha256
+        )
+    return None
+
+
 def verify_problem(manifest: FeedManifest, raw: bytes, actual_records: int) -> str | None:
     """The first mismatch between a manifest and a parsed feed, or None.
 
     Order as the reference: digest shape, then record count (the friendliest
     truncation message), then the checksum.
     """
+    shape = digest_problem(manifest)
+    if shape is not None:
+        return shape
     declared = ascii_lower(rs_trim(manifest.sha256))
-    if len(declared.encode("utf-8")) != 64 or any(c not in _HEX for c in declared):
-        return (
-            "feed manifest sha256 is not a 64-char hex digest: "
-            + rust_debug_str(manifest.sha256)
-        )
     if actual_records != manifest.records:
         return (
             f"feed does not match its manifest: manifest declares {manifest.records} "

@@ -18,6 +18,7 @@ from cce_knowledge.contract.manifest import (
     FEED_MANIFEST_SCHEMA_ID,
     FeedManifest,
     ManifestParseError,
+    digest_problem,
     scan_manifest,
     verify_problem,
 )
@@ -146,8 +147,8 @@ def _manifest(report: FileReport, text: str) -> FeedManifest | None:
         return None
     report.count = m.records
     # The digest's shape is checkable without the feed (verification step 1).
-    problem = verify_problem(m, b"", m.records)
-    if problem is not None and "64-char hex" in problem:
+    problem = digest_problem(m)
+    if problem is not None:
         report.problems.append(Problem(report.file, _key_line(text, "sha256"), "$.sha256", problem))
     return m
 
