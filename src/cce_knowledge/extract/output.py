@@ -32,7 +32,7 @@ def self_check(data: bytes, expected: int) -> list[KnowledgeRecord]:
 def manifest_bytes(data: bytes, records: list[KnowledgeRecord]) -> bytes:
     from cce_knowledge.contract.manifest import build_manifest
 
-    return build_manifest(data, records)
+    return build_manifest(data, len(records))
 
 
 def write_feed(
