@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from sync_helpers import CURATED, bare_file, bare_ls, feed, index, refs
-from sync_helpers.fixtures import SyncEnv, cli, sync_env  # noqa: F401
 
 from cce_knowledge.ingest import ingest_feed
 from cce_knowledge.store import save
 from cce_knowledge.sync.cache import read_remote_pointer
+from sync_helpers import CURATED, bare_file, bare_ls, feed, index, refs
+from sync_helpers.fixtures import SyncEnv, cli, sync_env_fixture  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -173,7 +173,7 @@ def test_pull_all_installs_and_reports(
         in out
     )
     rc, _, err = cli(capsys, "sync", "pull", "--corpus", "x", "--into", str(into))
-    assert rc == 2
+    assert rc == 2 and "--corpus requires --all" in err
 
 
 def test_sync_list_golden(sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]) -> None:
@@ -312,9 +312,7 @@ def test_same_snapshot_different_content(
 ) -> None:
     env = sync_env
     root = env.root("p")
-    body = "\n\n".join(
-        f"## Part {i}\n\n" + " ".join(f"w{j}" for j in range(12)) for i in range(6)
-    )
+    body = "\n\n".join(f"## Part {i}\n\n" + " ".join(f"w{j}" for j in range(12)) for i in range(6))
     raw = feed([("kn:1", body)])
     save(root, ingest_feed(raw, budget=400))
     assert _push(env, capsys, root)[0] == 0
@@ -443,8 +441,8 @@ def test_corrupt_pointer_and_flipped_artifact(
 
     # A flipped byte in the published artifact (committed as a plain blob).
     data = bytearray((prod / ".cce/knowledge" / f"{SNAP}.json").read_bytes())
-    from cce_knowledge.sync.cck import export_cck
     from cce_knowledge.store import loads
+    from cce_knowledge.sync.cck import export_cck
 
     art = bytearray(export_cck(loads(bytes(data)), "fixture").data)
     art[art.index(b"Repeated")] ^= 0x20

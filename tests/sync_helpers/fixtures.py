@@ -51,8 +51,8 @@ class SyncEnv:
         repo.git.push("-q", "origin", "HEAD:refs/heads/main")
 
 
-@pytest.fixture
-def sync_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SyncEnv:
+@pytest.fixture(name="sync_env")
+def sync_env_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SyncEnv:
     monkeypatch.setenv("CCE_HOME", str(tmp_path / "home-a"))
     monkeypatch.delenv("CCE_SYNC_TOKEN", raising=False)
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
