@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_github import FakeGitHub, Tracker, make_tracker
-from fake_github.server import Item
 
 from cce_knowledge.cli.main import main
 from cce_knowledge.contract.ndjson import parse_feed
@@ -15,6 +13,8 @@ from cce_knowledge.errors import ExtractError
 from cce_knowledge.extract.checkpoint import run_github
 from cce_knowledge.extract.github import Fetcher, GitHubOptions, linked_pulls
 from cce_knowledge.extract.httpclient import GitHubClient, next_link
+from fake_github import FakeGitHub, Tracker, make_tracker
+from fake_github.server import Item
 
 REPO = "acme/widgets"
 TOKEN = "ghp_TestToken0123456789abcdefABCDEF012345"
@@ -103,7 +103,7 @@ def test_keep_not_planned_state_filter_and_scrub(tracker: Tracker, tmp_path: Pat
 def test_incremental_run_fetches_less_and_matches_a_full_run(tracker: Tracker, tmp_path: Path) -> None:
     ck = str(tmp_path / "ck.json")
     with FakeGitHub(tracker) as gh:
-        _, first, _ = extract(gh, tmp_path, "inc.jsonl", checkpoint=ck)
+        extract(gh, tmp_path, "inc.jsonl", checkpoint=ck)
         full_requests = gh.count()
         # Edits after the first run: a retitle, a not_planned close, a new cross-ref,
         # and a brand-new issue.

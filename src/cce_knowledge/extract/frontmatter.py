@@ -53,7 +53,7 @@ def split_frontmatter(text: str, *, path: str) -> Document:
 
 def _load_yaml(src: str, path: str) -> dict[str, Any]:
     try:
-        data = yaml.load(src, Loader=_Loader)  # noqa: S506 - a safe loader
+        data = yaml.load(src, Loader=_Loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = (mark.line + 2) if mark is not None else 2  # +1 for 1-based, +1 for `---`

@@ -20,7 +20,12 @@ from pathlib import Path
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.errors import ExtractError
 from cce_knowledge.extract.docs import title_and_body
-from cce_knowledge.extract.frontmatter import FrontmatterError, meta_list, meta_str, split_frontmatter
+from cce_knowledge.extract.frontmatter import (
+    FrontmatterError,
+    meta_list,
+    meta_str,
+    split_frontmatter,
+)
 from cce_knowledge.extract.gitmeta import git_info
 from cce_knowledge.extract.mdtree import Warn, read_text
 
