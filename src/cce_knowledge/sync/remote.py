@@ -75,7 +75,10 @@ def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
     if ":" in userinfo:
         user, pw = userinfo.split(":", 1)
         return clean, unquote(user) or None, unquote(pw)
-    # A lone userinfo such as `https://TOKEN@host/...` is a token, not a user name.
+    if not m.group("scheme").lower().startswith("http"):
+        # `ssh://git@host/...`: a user name, not a secret; git needs it in the URL.
+        return url, None, None
+    # Over HTTP(S) a lone userinfo such as `https://TOKEN@host/...` is a token.
     return clean, None, unquote(userinfo) or None
 
 
