@@ -73,11 +73,13 @@ def test_singular_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     raw = feed({"id": "r1", "title": "One", "body": "just one line", "source": "docs"})
     st = make_store(tmp_path, raw)
     assert len(st.chunks) == 1
-    rc, out, _ = run(tmp_path, capsys)
+    _, out, _ = run(tmp_path, capsys)
     assert f"snapshot {st.snapshot} · 1 record · 1 chunk · data as-of unknown\n" in out
 
 
-def test_secret_shaped_record_id_is_shown_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_secret_shaped_record_id_is_shown_redacted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     raw = feed({"id": f"gh:{AWS}", "title": "Leaky id", "body": "body text", "source": "gh"})
     make_store(tmp_path, raw)
     rc, out, _ = run(tmp_path, capsys)
@@ -90,7 +92,9 @@ def test_secret_shaped_record_id_is_shown_redacted(tmp_path: Path, capsys: pytes
     ) in out
 
 
-def test_unredacted_facets_in_a_tampered_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unredacted_facets_in_a_tampered_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     st = make_store(tmp_path)
     leaked = "api_key = s3cr3tK3yF0rD3m0Only123456"
     c0 = dataclasses.replace(st.chunks[0], title=leaked, labels=["ok", leaked])
@@ -159,14 +163,19 @@ def test_no_install_record_is_advisory(tmp_path: Path, capsys: pytest.CaptureFix
     ) in out
 
 
-def test_local_reindex_after_pull_fails_like_the_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_reindex_after_pull_fails_like_the_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """D7: pull A then index B prunes A.json while the marker still names A."""
     a = make_store(tmp_path)
     _pull_marker(tmp_path, a, "a" * 64)
     make_store(tmp_path, CLEAN + feed({"id": "new", "title": "N", "body": "b", "source": "d"}))
     rc, out, _ = run(tmp_path, capsys)
     assert rc == 1
-    assert "the pulled knowledge store could not be read: No such file or directory (os error 2)" in out
+    assert (
+        "the pulled knowledge store could not be read: No such file or directory (os error 2)"
+        in out
+    )
     assert "            Re-pull it with `cce knowledge pull --corpus acme-docs`.\n" in out
 
 
@@ -181,7 +190,9 @@ def test_corrupt_store_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_contract_mismatch_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     st = make_store(tmp_path)
-    S.store_path(tmp_path, st.snapshot).write_bytes(S.dumps(dataclasses.replace(st, schema="cce.knowledge/v2")))
+    S.store_path(tmp_path, st.snapshot).write_bytes(
+        S.dumps(dataclasses.replace(st, schema="cce.knowledge/v2"))
+    )
     rc, out, _ = run(tmp_path, capsys)
     assert rc == 1
     assert (
@@ -193,7 +204,10 @@ def test_contract_mismatch_fails(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_nothing_to_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(tmp_path, capsys)
     assert rc == 1 and out == ""
-    assert err == f"error: no store at {tmp_path}/.cce/index.json — index first (`cce index {tmp_path}`)\n"
+    assert (
+        err
+        == f"error: no store at {tmp_path}/.cce/index.json — index first (`cce index {tmp_path}`)\n"
+    )
 
 
 def test_derived_search_index_advisory_then_ok(tmp_path: Path) -> None:

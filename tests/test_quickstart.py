@@ -111,4 +111,6 @@ def test_quickstart_runs_the_whole_pipeline(tmp_path: Path) -> None:
     again = run_quickstart(out)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     assert "proven   : 10/10" in again.stdout
-    assert (out / "consumer" / ".cce" / "knowledge" / f"{snapshot}.json").read_bytes() == store_bytes
+    assert (
+        out / "consumer" / ".cce" / "knowledge" / f"{snapshot}.json"
+    ).read_bytes() == store_bytes

@@ -91,7 +91,9 @@ def cce_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def test_local_ingest_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path) -> None:
+def test_local_ingest_human_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path
+) -> None:
     st_ = make_store(tmp_path)
     rc, out, err = run(["knowledge", "status", "--dir", str(tmp_path)], capsys)
     assert rc == 0, err
@@ -103,7 +105,9 @@ def test_local_ingest_human_report(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "  remote current : - (no remote configured)\n" in out
 
 
-def test_json_report_is_sorted_and_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path) -> None:
+def test_json_report_is_sorted_and_complete(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path
+) -> None:
     st_ = make_store(tmp_path)
     mark_pulled(tmp_path, "acme-docs", st_.snapshot)
     rc, out, _ = run(["knowledge", "status", "--dir", str(tmp_path), "--json", "--offline"], capsys)
@@ -146,7 +150,9 @@ def test_marker_for_another_snapshot_reads_as_local_ingest(tmp_path: Path, cce_h
     assert status.snapshot == st_.snapshot
 
 
-def test_tampered_pulled_store_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path) -> None:
+def test_tampered_pulled_store_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path
+) -> None:
     st_ = make_store(tmp_path)
     mark_pulled(tmp_path, "acme-docs", st_.snapshot)
     p = S.store_path(tmp_path, st_.snapshot)
@@ -158,7 +164,9 @@ def test_tampered_pulled_store_is_reported(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.slow
-def test_remote_moved_and_pushed_at(tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path) -> None:
+def test_remote_moved_and_pushed_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path
+) -> None:
     root = tmp_path / "consumer"
     st_ = make_store(root)
     mark_pulled(root, "acme-docs", st_.snapshot)
@@ -180,7 +188,9 @@ def test_remote_moved_and_pushed_at(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.slow
-def test_unreachable_remote_is_unknown_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path) -> None:
+def test_unreachable_remote_is_unknown_not_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path
+) -> None:
     make_store(tmp_path)
     missing = (tmp_path / "nope.git").as_uri()
     rc, out, err = run(["knowledge", "status", "--dir", str(tmp_path), "--remote", missing], capsys)
@@ -238,7 +248,9 @@ def test_credentials_are_stripped_from_the_shown_remote() -> None:
     assert strip_credentials("file:///tmp/cache.git") == "file:///tmp/cache.git"
 
 
-_secret = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789_-", min_size=6, max_size=40)
+_secret = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789_-", min_size=6, max_size=40
+)
 
 
 @given(user=_secret, secret=_secret, path=st.sampled_from(["/o/r.git", "/cache", "/a/b/c.git"]))

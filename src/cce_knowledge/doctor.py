@@ -193,7 +193,9 @@ def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None
         _search_index_check(root, store, r)
 
 
-def run_doctor(root: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None) -> DoctorOutcome:
+def run_doctor(
+    root: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None
+) -> DoctorOutcome:
     """The whole report. Raises UsageError-like CceErrors only for "nothing to check"."""
     if redact is None:
         from cce_knowledge.engine.redactor import redact as _redact
@@ -211,7 +213,9 @@ def run_doctor(root: str | os.PathLike[str], *, redact: Callable[[str], str] | N
     r.line(f"cce doctor — {shown}")
     if code_index.exists():
         # We serve knowledge only; the code index belongs to the cce engine.
-        r.line(f"code index: {shown}/.cce/index.json — not checked here (run the cce engine's `cce doctor`)")
+        r.line(
+            f"code index: {shown}/.cce/index.json — not checked here (run the cce engine's `cce doctor`)"
+        )
     check_knowledge(rootp, r, redact)
     r.line(
         f"summary: 1 store checked · {r.failures} failure{_plural(r.failures)} · "

@@ -301,9 +301,7 @@ def render_status(st: KnowledgeStatus) -> str:
     if st.corpus is not None:
         corpus = f"{st.corpus} (pulled)"
     elif st.marker_corpus is not None:
-        corpus = (
-            f"(local ingest) — replaces pulled {st.marker_corpus}@{st.marker_snapshot}"
-        )
+        corpus = f"(local ingest) — replaces pulled {st.marker_corpus}@{st.marker_snapshot}"
     else:
         corpus = "(local ingest)"
     lines = [
@@ -321,8 +319,7 @@ def render_status(st: KnowledgeStatus) -> str:
         lines.append(f"  remote current : {st.remote_current}")
         lines.append(f"  pushed at      : {st.pushed_at or 'unknown'}")
         lines.append(
-            "  behind remote  : "
-            + ("yes — run `cce knowledge pull`" if st.behind_remote else "no")
+            "  behind remote  : " + ("yes — run `cce knowledge pull`" if st.behind_remote else "no")
         )
     else:
         lines.append(f"  remote current : - ({st.remote_problem or 'unknown'})")

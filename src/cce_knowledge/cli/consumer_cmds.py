@@ -26,9 +26,13 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         ),
     )
     add_dir(p)
-    p.add_argument("--json", action="store_true", help="print a cce.knowledge.status/v1 JSON object")
+    p.add_argument(
+        "--json", action="store_true", help="print a cce.knowledge.status/v1 JSON object"
+    )
     p.add_argument("--offline", action="store_true", help="do not contact the remote")
-    p.add_argument("--remote", metavar="URL", help="remote to compare against (default: from .cce/config)")
+    p.add_argument(
+        "--remote", metavar="URL", help="remote to compare against (default: from .cce/config)"
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -89,7 +93,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             args.dir, offline=args.offline, remote_override=args.remote, timeout=args.timeout
         )
     except StoreError as e:
-        raise StoreError(no_store_message(args.dir, f"the store cannot be loaded: {e.message}")) from e
+        raise StoreError(
+            no_store_message(args.dir, f"the store cannot be loaded: {e.message}")
+        ) from e
     if args.json:
         sys.stdout.write(pretty(st.to_json_obj(), sort_keys=True) + "\n")
     else:

@@ -31,8 +31,8 @@ DEFAULT_TOP_K = 8
 CONTEXT_SEARCH_DESC = (
     "Search THIS project's knowledge corpus — issues, epics, design docs, ADRs, policies and "
     "runbooks — for the 'why' behind the code. Use it FIRST when a question is about intent, "
-    "rules, decisions or history (\"why does X retry\", \"what is the password policy\", "
-    "\"which ADR chose Y\"). Every result carries a provenance header "
+    'rules, decisions or history ("why does X retry", "what is the password policy", '
+    '"which ADR chose Y"). Every result carries a provenance header '
     "([knowledge] title — state · updated_at · url) so you can judge freshness and origin, "
     "and a `chunk_id`: call `expand_chunk(chunk_id)` for the whole document or "
     "`related_context(chunk_id)` for its other sections — do NOT re-issue `context_search` "
@@ -177,7 +177,7 @@ class KnowledgeTools:
 
     def searcher(self) -> Any:
         if self._searcher is None:
-            from cce_knowledge.retrieval import Searcher
+            from cce_knowledge.retrieval.searcher import Searcher
 
             self._searcher = Searcher(self.root)
         return self._searcher
@@ -272,9 +272,7 @@ class KnowledgeTools:
     def _sections(
         store: KnowledgeStore, record_id: str, exclude: str | None
     ) -> list[KnowledgeChunk]:
-        same = [
-            c for c in store.chunks if c.record_id == record_id and c.chunk_id != exclude
-        ]
+        same = [c for c in store.chunks if c.record_id == record_id and c.chunk_id != exclude]
         same.sort(key=lambda c: (c.start_line, c.chunk_id))
         return same
 
