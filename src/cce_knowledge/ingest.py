@@ -10,20 +10,34 @@ order so the bytes never depend on the worker count.
 from __future__ import annotations
 
 import hashlib
+import json
+import multiprocessing as mp
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
+from cce_knowledge.atomic import dir_lock
+from cce_knowledge.config import load_knowledge_config, load_markdown_config
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.engine.embed import hash_embed
+from cce_knowledge.engine.embed import hash_embed_bytes
 from cce_knowledge.engine.markdown import chunk_markdown
 from cce_knowledge.engine.redactor import redact
-from cce_knowledge.errors import ContractError
-from cce_knowledge.rustcompat import rs_trim
-from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, chunk_json, store_bytes_from_parts
+from cce_knowledge.errors import CceError, ContractError
+from cce_knowledge.jsonout import json_str
+from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.store import (
+    KnowledgeChunk,
+    KnowledgeStore,
+    chunk_json,
+    display_dir,
+    knowledge_dir,
+    save_store_bytes,
+)
 
 DEFAULT_BUDGET = 400
 
@@ -76,7 +90,7 @@ def record_chunks(rec: KnowledgeRecord, budget: int) -> list[KnowledgeChunk]:
             labels=list(labels),
             title=title,
             links=list(links),
-            embedding=hash_embed(c.content),
+            embedding=hash_embed_bytes(c.raw),
         )
         for c in md
     ]
@@ -86,11 +100,8 @@ def _decode_feed(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        # serde_json reads the file as UTF-8 text first; name the line of the bad byte.
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise ContractError(
-            f"line {line}: invalid cce.knowledge/v1 record: stream did not contain valid UTF-8"
-        ) from e
+        # The reference reads the feed as UTF-8 text before parsing: a read error.
+        raise ContractError(UTF8_ERROR) from e
 
 
 def parse_records(raw: bytes) -> list[KnowledgeRecord]:
@@ -98,7 +109,9 @@ def parse_records(raw: bytes) -> list[KnowledgeRecord]:
     return parse_feed(_decode_feed(raw))
 
 
-def ingest_records(records: Sequence[KnowledgeRecord], snapshot: str, budget: int = DEFAULT_BUDGET) -> KnowledgeStore:
+def ingest_records(
+    records: Sequence[KnowledgeRecord], snapshot: str, budget: int = DEFAULT_BUDGET
+) -> KnowledgeStore:
     chunks: list[KnowledgeChunk] = []
     for rec in records:
         chunks.extend(record_chunks(rec, budget))
@@ -120,44 +133,248 @@ class IndexResult:
     snapshot: str
     records: int
     chunks: int
+    store_display: str = ""
 
 
-def _render_batch(args: tuple[list[KnowledgeRecord], int]) -> tuple[int, list[str]]:
-    recs, budget = args
+class _Utf8Error(Exception):
+    pass
+
+
+_LINE_PREFIX = re.compile(r"^line (\d+):")
+
+
+def _render_segment(args: tuple[bytes, int, int]) -> tuple[str, int, int, bytes]:
+    """Parse and render one line-aligned slice of the feed.
+
+    Returns `(status, records, chunks, payload)`: status "ok" with the chunk objects
+    joined by `,\n` as UTF-8, "utf8" for undecodable bytes, or "parse" with the
+    error message (line numbers shifted to the whole feed) as payload.
+    """
+    seg, first_line, budget = args
+    try:
+        text = seg.decode("utf-8")
+    except UnicodeDecodeError:
+        return "utf8", 0, 0, b""
+    try:
+        records = parse_feed(text)
+    except ContractError as e:
+        msg = _LINE_PREFIX.sub(
+            lambda m: f"line {int(m.group(1)) + first_line - 1}:", e.message, count=1
+        )
+        return "parse", 0, 0, msg.encode("utf-8")
     texts: list[str] = []
-    for rec in recs:
+    for rec in records:
         texts.extend(chunk_json(c) for c in record_chunks(rec, budget))
-    return len(texts), texts
+    return "ok", len(records), len(texts), ",\n".join(texts).encode("utf-8")
 
 
-def _batches(records: Sequence[KnowledgeRecord], size: int) -> Iterator[list[KnowledgeRecord]]:
-    for i in range(0, len(records), size):
-        yield list(records[i : i + size])
+def _segments(raw: bytes, target: int) -> list[tuple[int, int, int]]:
+    """Cut `raw` after newlines into pieces of about `target` bytes: (start, end, first line)."""
+    out: list[tuple[int, int, int]] = []
+    start, line, n = 0, 1, len(raw)
+    while start < n:
+        cut = raw.find(b"\n", min(start + target, n) - 1)
+        end = n if cut < 0 else cut + 1
+        out.append((start, end, line))
+        line += raw.count(b"\n", start, end)
+        start = end
+    return out
 
 
 def default_workers() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
-def render_store(
-    records: Sequence[KnowledgeRecord], snapshot: str, budget: int = DEFAULT_BUDGET, workers: int = 1
+def render_feed(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
 ) -> tuple[IndexResult, bytes]:
-    """Store bytes for parsed records; `workers > 1` renders batches in parallel."""
+    """Parse, ingest and render a feed straight to store bytes.
+
+    With `workers > 1` the feed is cut into line-aligned slices that worker processes
+    parse and render; results are reassembled in feed order, so the bytes never depend
+    on the worker count. Errors follow the reference's precedence: invalid UTF-8
+    anywhere (a read error) beats the first malformed line.
+    """
     if budget == 0:
         budget = DEFAULT_BUDGET
-    texts: list[str] = []
-    if workers <= 1 or len(records) < 64:
-        for rec in records:
-            texts.extend(chunk_json(c) for c in record_chunks(rec, budget))
+    snapshot = snapshot_id(raw)
+    if workers <= 1 or len(raw) < _PARALLEL_MIN_BYTES:
+        results = [_render_segment((raw, 1, budget))]
     else:
-        size = max(16, min(512, len(records) // (workers * 8) or 1))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for _, part in pool.map(_render_batch, ((b, budget) for b in _batches(records, size))):
-                texts.extend(part)
-    data = store_bytes_from_parts(KNOWLEDGE_SCHEMA, snapshot, len(records), texts)
-    return IndexResult(snapshot, len(records), len(texts)), data
+        target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
+        segs = _segments(raw, target)
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            results = list(pool.map(_render_segment, ((raw[a:b], ln, budget) for a, b, ln in segs)))
+    if any(r[0] == "utf8" for r in results):
+        raise ContractError(UTF8_ERROR)
+    for status, _, _, payload in results:
+        if status == "parse":
+            raise ContractError(payload.decode("utf-8"))
+    records = sum(r[1] for r in results)
+    chunks = sum(r[2] for r in results)
+    head = (
+        "{\n"
+        f'  "schema": {json_str(KNOWLEDGE_SCHEMA)},\n'
+        f'  "snapshot": {json_str(snapshot)},\n'
+        f'  "records": {records},\n'
+    ).encode()
+    parts = [r[3] for r in results if r[2]]
+    if not parts:
+        data = head + b'  "chunks": []\n}\n'
+    else:
+        data = b"".join([head, b'  "chunks": [\n', b",\n".join(parts), b"\n  ]\n}\n"])
+    return IndexResult(snapshot, records, chunks), data
 
 
-def index_feed(raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1) -> tuple[IndexResult, bytes]:
-    """Parse, ingest and render a feed straight to store bytes."""
-    return render_store(parse_records(raw), snapshot_id(raw), budget, workers)
+def index_feed(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+) -> tuple[IndexResult, bytes]:
+    """Alias of `render_feed` (the store-bytes fast path)."""
+    return render_feed(raw, budget, workers)
+
+
+_PARALLEL_MIN_BYTES = 256 * 1024
+_MIN_SEGMENT = 64 * 1024
+_MAX_SEGMENT = 4 * 1024 * 1024
+UTF8_ERROR = "stream did not contain valid UTF-8"
+
+
+# ---------------------------------------------------------------- feed manifest
+
+
+def _io(e: OSError) -> str:
+    """An OS error as Rust's io::Error displays it."""
+    if e.errno is not None and e.strerror:
+        return f"{e.strerror} (os error {e.errno})"
+    return str(e)
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise CceError(f"could not read {what}{path}: {_io(e)}") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CceError(f"could not read {what}{path}: {UTF8_ERROR}") from e
+
+
+def check_manifest(path: str, raw: bytes, records: int) -> None:
+    """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed (§9).
+
+    Uses the contract room's manifest module; the local reader below is only a
+    fallback for a tree where that module is absent.
+    """
+    try:
+        from cce_knowledge.contract.manifest import read_manifest, verify_manifest
+    except ImportError:
+        text = _read_text(path, "feed manifest ")
+        declared_records, declared_sha = _parse_manifest_local(text)
+        problem = _verify_local(declared_records, declared_sha, raw, records)
+        if problem is not None:
+            raise ContractError(problem) from None
+        return
+    verify_manifest(read_manifest(path), raw, records)
+
+
+def _verify_local(declared_records: int, declared_sha: str, raw: bytes, records: int) -> str | None:
+    declared = ascii_lower(rs_trim(declared_sha))
+    if len(declared) != 64 or any(c not in "0123456789abcdef" for c in declared):
+        return f"feed manifest sha256 is not a 64-char hex digest: {rust_debug_str(declared_sha)}"
+    if declared_records != records:
+        return (
+            f"feed does not match its manifest: manifest declares {declared_records} record(s), "
+            f"feed has {records} \u2014 the feed is truncated or incomplete"
+        )
+    actual = hashlib.sha256(raw).hexdigest()
+    if declared != actual:
+        return (
+            "feed does not match its manifest checksum (truncated, corrupt, or misdirected feed): "
+            f"manifest sha256 {declared}, feed sha256 {actual}"
+        )
+    return None
+
+
+def _parse_manifest_local(text: str) -> tuple[int, str]:
+    def fail(msg: str) -> ContractError:
+        return ContractError(f"invalid cce.feed-manifest/v1 manifest: {msg}")
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        seen: dict[str, object] = {}
+        for k, v in items:
+            if k in seen and k in ("records", "sha256", "schema"):
+                raise fail(f"duplicate field `{k}`")
+            seen[k] = v
+        return seen
+
+    def no_const(name: str) -> object:
+        raise fail("expected value")
+
+    try:
+        obj = json.loads(text, object_pairs_hook=pairs, parse_constant=no_const)
+    except ContractError:
+        raise
+    except (ValueError, RecursionError) as e:
+        raise fail(str(e)) from e
+    if not isinstance(obj, dict):
+        raise fail("invalid type, expected struct FeedManifest")
+    for key in ("records", "sha256"):
+        if key not in obj:
+            raise fail(f"missing field `{key}`")
+    recs = obj["records"]
+    if isinstance(recs, bool) or not isinstance(recs, int) or not 0 <= recs < 2**64:
+        raise fail("invalid type for `records`, expected usize")
+    sha = obj["sha256"]
+    if not isinstance(sha, str):
+        raise fail("invalid type for `sha256`, expected a string")
+    schema = obj.get("schema")
+    if schema is not None and not isinstance(schema, str):
+        raise fail("invalid type for `schema`, expected a string")
+    return recs, sha
+
+
+# ---------------------------------------------------------------- the index step
+
+
+def index_to_root(
+    feed: str,
+    *,
+    root: str = ".",
+    manifest: str | None = None,
+    jobs: int | None = None,
+) -> IndexResult:
+    """`cce knowledge index`: checks in the reference order, then one atomic save.
+
+    Nothing is written before the save; the save writes the snapshot, then `current`,
+    then prunes older snapshots, under the knowledge directory's writer lock.
+    """
+    if not Path(feed).is_file():
+        raise CceError(f"not a file: {feed}")
+    if not load_knowledge_config(root).enabled:
+        raise CceError("knowledge is disabled (knowledge.enabled: false in .cce/config)")
+    budget = load_markdown_config(root).max_section_tokens
+    try:
+        raw = Path(feed).read_bytes()
+    except OSError as e:
+        raise CceError(f"could not read {feed}: {_io(e)}") from e
+    try:
+        result, data = render_feed(raw, budget, jobs or default_workers())
+    except ContractError as e:
+        if e.message == UTF8_ERROR:
+            raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
+        raise
+    if manifest is not None:
+        check_manifest(manifest, raw, result.records)
+    del raw
+    try:
+        with dir_lock(knowledge_dir(root), what="knowledge index"):
+            save_store_bytes(root, result.snapshot, data)
+    except OSError as e:
+        raise CceError(f"could not write knowledge store: {_io(e)}") from e
+    result.store_display = f"{display_dir(root)}/{result.snapshot}.json"
+    return result

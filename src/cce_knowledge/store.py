@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,23 +87,37 @@ def _str_list(items: list[str], ind: str) -> str:
     return "[\n" + ",\n".join(inner + json_str(s) for s in items) + "\n" + ind + "]"
 
 
-_F64_CACHE: dict[float, str] = {}
+# Float text is the hot spot of store writing (256 per chunk) and embedding values
+# repeat heavily across chunks, so their text is cached. 0.0 and -0.0 are equal dict
+# keys: only +0.0 is cached and -0.0 (never produced by the embedder) is patched.
+_F64_CACHE: dict[float, str] = {0.0: "0.0"}
+_F64_CACHE_MAX = 1_000_000
+_NEG_ZERO = struct.pack("=d", -0.0)
+
+
+def _float_texts(values: list[float]) -> list[str]:
+    cache = _F64_CACHE
+    try:
+        parts = list(map(cache.__getitem__, values))
+    except KeyError:
+        for v in values:
+            if v not in cache and len(cache) < _F64_CACHE_MAX:
+                cache[v] = serde_f64(v)
+        parts = [cache.get(v) or serde_f64(v) for v in values]
+    packed = array("d", values).tobytes()
+    at = packed.find(_NEG_ZERO)
+    while at >= 0:
+        if at % 8 == 0:
+            parts[at // 8] = "-0.0"
+        at = packed.find(_NEG_ZERO, at + 1)
+    return parts
 
 
 def _float_list(values: list[float], ind: str) -> str:
     if not values:
         return "[]"
-    cache = _F64_CACHE
-    parts = []
-    for v in values:
-        s = cache.get(v)
-        if s is None or (v == 0.0 and s != serde_f64(v)):
-            s = serde_f64(v)
-            if len(cache) < 1_000_000:
-                cache[v] = s
-        parts.append(s)
     inner = ",\n" + ind + "  "
-    return "[\n" + ind + "  " + inner.join(parts) + "\n" + ind + "]"
+    return "[\n" + ind + "  " + inner.join(_float_texts(values)) + "\n" + ind + "]"
 
 
 def chunk_json(c: KnowledgeChunk) -> str:
@@ -158,7 +174,7 @@ def _req(d: dict[str, Any], key: str, typ: type | tuple[type, ...]) -> Any:
     if key not in d:
         raise ValueError(f"missing field `{key}`")
     v = d[key]
-    if not isinstance(v, typ) or isinstance(v, bool) and typ is not bool:
+    if not isinstance(v, typ) or (isinstance(v, bool) and typ is not bool):
         raise ValueError(f"invalid type for `{key}`")
     return v
 

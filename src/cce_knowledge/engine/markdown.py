@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tree_sitter_markdown
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
@@ -48,6 +48,8 @@ class MdChunk:
     name: str
     content: str
     token_count: int
+    #: `content` as UTF-8 (kept so callers can hash/tokenize without re-encoding).
+    raw: bytes = field(default=b"", repr=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -147,6 +149,7 @@ def _make_chunk(
         name=name,
         content=content,
         token_count=max(1, (tend - start) // 4),
+        raw=raw,
     )
 
 
@@ -179,7 +182,11 @@ def _headings(b: bytes) -> list[_Heading]:
         inline = _first_inline(node)
         text = ""
         if inline is not None:
-            text = b[inline.start_byte : inline.end_byte].decode("utf-8", "replace").strip(RUST_WS_CHARS)
+            text = (
+                b[inline.start_byte : inline.end_byte]
+                .decode("utf-8", "replace")
+                .strip(RUST_WS_CHARS)
+            )
         out.append(_Heading(node.start_byte, node.start_point[0] + 1, level, text))
     out.sort(key=lambda h: h.start)
     return out

@@ -81,10 +81,26 @@ def _key_regex(key: str) -> str:
 
 
 _WS = "[" + re.escape(RUST_WS_CHARS) + "]"
+_OP = "(" + _WS + "*[:=]" + _WS + "*)"
 # `\b` is checked by hand (Rust's Unicode word definition). The trailing `\b` of the
 # reference regex always holds: a key ends in a letter and the operator group starts
 # with whitespace or `:`/`=`, both non-word.
-_PREFIX = re.compile("(" + "|".join(_key_regex(k) for k in _KEYS) + ")(" + _WS + "*[:=]" + _WS + "*)")
+#: The key alternation exactly as the reference orders it (kept as the definition).
+REFERENCE_PREFIX = re.compile("(" + "|".join(_key_regex(k) for k in _KEYS) + ")" + _OP)
+
+_S, _K = "[sS\u017f]", "[kK\u212a]"
+# The same alternation factored into a trie: sre scans ~3x faster, and greedy optional
+# suffixes keep the reference's preference order (`secret_key` before `secret`).
+# tests/test_redactor.py checks match-for-match equality with REFERENCE_PREFIX.
+_TRIE = (
+    f"(?:[pP][aA]{_S}{_S}[wW](?:[oO][rR][dD]|[dD])"
+    f"|{_S}[eE][cC][rR][eE][tT](?:[_-]?{_K}[eE][yY])?"
+    f"|[aA](?:[pP][iI][_-]?{_K}[eE][yY]|[cC][cC][eE]{_S}{_S}[_-]?{_K}[eE][yY]"
+    f"|[uU][tT][hH][_-]?[tT][oO]{_K}[eE][nN])"
+    f"|[pP][rR][iI][vV][aA][tT][eE][_-]?{_K}[eE][yY]"
+    f"|[tT][oO]{_K}[eE][nN])"
+)
+_PREFIX = re.compile("(?=[pPsS\u017faAtT])(" + _TRIE + ")" + _OP)
 
 # Unicode properties that make a character a word character for Rust's `\b`
 # besides letters, marks, decimal digits and connector punctuation: Join_Control
@@ -146,7 +162,7 @@ _QUOTES = frozenset("\"'`")
 
 
 def _is_glue(ch: str) -> bool:
-    return ch >= "\x80" or ch.isascii() and (ch.isalnum() or ch in "_-")
+    return ch >= "\x80" or (ch.isascii() and (ch.isalnum() or ch in "_-"))
 
 
 def scan_value(text: str, start: int) -> tuple[int, str, bool, bool] | None:
@@ -258,7 +274,9 @@ def _generic_pass(text: str) -> str:
             continue
         end, inner, quoted, closed = scanned
         out.append(text[cursor:ms])
-        skippable = (_utf8_len_lt(inner, 8) or is_placeholder(inner)) and not _has_prefix_match(inner)
+        skippable = (_utf8_len_lt(inner, 8) or is_placeholder(inner)) and not _has_prefix_match(
+            inner
+        )
         if skippable:
             out.append(text[ms:end])
         else:

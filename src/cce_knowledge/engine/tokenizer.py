@@ -17,6 +17,14 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.translate(_LOWER))
 
 
+_TOKEN_BYTES = re.compile(rb"[a-z0-9_]+")
+
+
+def tokenize_bytes(data: bytes) -> list[bytes]:
+    """Tokens of UTF-8 bytes as bytes. `bytes.lower()` is ASCII-only, as Rust's is."""
+    return _TOKEN_BYTES.findall(data.lower())
+
+
 def estimate_tokens(text: str) -> int:
     """`max(1, utf8_len // 4)`."""
     return max(1, len(text.encode("utf-8")) // 4)
