@@ -67,7 +67,13 @@ def _parse_act_json(text: str) -> tuple[str, str, list[dict[str, object]]]:
         if rec.get("command") == "summary" and inner:
             summary.append(str(rec.get("content", "")))
         if rec.get("command") in ("error", "warning", "notice"):
-            annotations.append({"level": rec["command"], "message": rec.get("arg", ""), **(rec.get("kvPairs") or {})})
+            annotations.append(
+                {
+                    "level": rec["command"],
+                    "message": rec.get("arg", ""),
+                    **(rec.get("kvPairs") or {}),
+                }
+            )
     return "\n".join(log), "".join(summary), annotations
 
 
@@ -97,20 +103,32 @@ class Harness:
         self.git("config", "--global", "user.name", "act-test", cwd=tmp)
         self.git("config", "--global", "user.email", "act-test@localhost", cwd=tmp)
         self.git("config", "--global", "init.defaultBranch", "main", cwd=tmp)
-        subprocess.run(["git", "lfs", "install", "--skip-repo"], env=self.env, check=True, capture_output=True)
+        subprocess.run(
+            ["git", "lfs", "install", "--skip-repo"], env=self.env, check=True, capture_output=True
+        )
         self.git("init", "-q", "--bare", str(self.bare), cwd=tmp)
         self.remote = self.bare.as_uri()
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
         p = subprocess.run(
-            ["git", *args], cwd=cwd or self.repo, env=self.env, capture_output=True, text=True, check=True
+            ["git", *args],
+            cwd=cwd or self.repo,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return p.stdout
 
     def cce(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "cce_knowledge", *args],
-            cwd=cwd or self.tmp, env=self.env, capture_output=True, text=True, check=False, timeout=300,
+            cwd=cwd or self.tmp,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
         )
 
     def make_repo(self, workflows: list[Path]) -> None:
@@ -142,36 +160,65 @@ class Harness:
         root.mkdir()
         p = self.cce("knowledge", "index", str(ACT_DIR / "fixtures" / feed), "--dir", str(root))
         assert p.returncode == 0, p.stderr
-        p = self.cce("knowledge", "push", "--corpus", CORPUS, "--remote", self.remote, "--dir", str(root))
+        p = self.cce(
+            "knowledge", "push", "--corpus", CORPUS, "--remote", self.remote, "--dir", str(root)
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         return (root / ".cce" / "knowledge" / "current").read_text().strip()
 
-    def act(self, workflow: str, inputs: dict[str, str], event: str = "workflow_dispatch") -> ActRun:
+    def act(
+        self, workflow: str, inputs: dict[str, str], event: str = "workflow_dispatch"
+    ) -> ActRun:
         for f in self.out.iterdir():
             f.unlink()
         cmd = [
-            "act", event,
-            "-W", f".github/workflows/{workflow}",
-            "-P", "ubuntu-latest=-self-hosted",
+            "act",
+            event,
+            "-W",
+            f".github/workflows/{workflow}",
+            "-P",
+            "ubuntu-latest=-self-hosted",
             "--json",
-            "--action-cache-path", str(self.tmp / "act-cache"),
-            "--local-repository", f"cce-knowledge/cce-knowledge@v2={ROOT}",
-            "--local-repository", f"actions/checkout@v4={ACT_DIR / 'actions' / 'checkout'}",
-            "--local-repository", f"actions/checkout@{CHECKOUT_SHA}={ACT_DIR / 'actions' / 'checkout'}",
-            "-s", f"CACHE_TOKEN={TOKEN}",
-            "--env", f"CCE_TEST_OUT={self.out}",
+            "--action-cache-path",
+            str(self.tmp / "act-cache"),
+            "--local-repository",
+            f"cce-knowledge/cce-knowledge@v2={ROOT}",
+            "--local-repository",
+            f"actions/checkout@v4={ACT_DIR / 'actions' / 'checkout'}",
+            "--local-repository",
+            f"actions/checkout@{CHECKOUT_SHA}={ACT_DIR / 'actions' / 'checkout'}",
+            "-s",
+            f"CACHE_TOKEN={TOKEN}",
+            "--env",
+            f"CCE_TEST_OUT={self.out}",
         ]
-        for k in ("HOME", "CCE_HOME", "PIP_NO_INDEX", "PIP_NO_BUILD_ISOLATION", "GIT_CONFIG_NOSYSTEM"):
+        for k in (
+            "HOME",
+            "CCE_HOME",
+            "PIP_NO_INDEX",
+            "PIP_NO_BUILD_ISOLATION",
+            "GIT_CONFIG_NOSYSTEM",
+        ):
             cmd += ["--env", f"{k}={self.env[k]}"]
         for k, v in inputs.items():
             cmd += ["--input", f"{k}={v}"]
-        p = subprocess.run(cmd, cwd=self.repo, env=self.env, capture_output=True, text=True, timeout=600, check=False)
+        p = subprocess.run(
+            cmd,
+            cwd=self.repo,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         log, summary, annotations = _parse_act_json(p.stdout)
         log += "\n" + p.stderr
         outputs: dict[str, str] = {}
         if (self.out / "outputs.json").is_file():
             outputs = json.loads((self.out / "outputs.json").read_text() or "{}")
-        outcome = (self.out / "outcome.txt").read_text() if (self.out / "outcome.txt").is_file() else ""
+        outcome = (
+            (self.out / "outcome.txt").read_text() if (self.out / "outcome.txt").is_file() else ""
+        )
         return ActRun(p.returncode, log, outputs, outcome, summary, annotations)
 
 
@@ -192,15 +239,24 @@ def test_publish_sets_outputs_summary_and_writes_the_cache(h: Harness) -> None:
     import hashlib
 
     feed = h.repo / "fixtures" / "feed-v1.jsonl"
-    manifest = {"schema": "cce.feed-manifest/v1", "records": 3, "sha256": hashlib.sha256(feed.read_bytes()).hexdigest()}
+    manifest = {
+        "schema": "cce.feed-manifest/v1",
+        "records": 3,
+        "sha256": hashlib.sha256(feed.read_bytes()).hexdigest(),
+    }
     (h.repo / "fixtures" / "feed-v1.manifest.json").write_text(json.dumps(manifest))
     h.git("add", "-A")
     h.git("commit", "-q", "-m", "manifest")
 
     run = h.act(
         "build.yml",
-        _inputs(h, "feed-v1.jsonl", manifest="../fixtures/feed-v1.manifest.json",
-                retention="keep-last-2", ask_suite="../fixtures/ask-pass.jsonl"),
+        _inputs(
+            h,
+            "feed-v1.jsonl",
+            manifest="../fixtures/feed-v1.manifest.json",
+            retention="keep-last-2",
+            ask_suite="../fixtures/ask-pass.jsonl",
+        ),
     )
     assert run.rc == 0, run.log[-6000:]
     o = run.outputs
@@ -284,7 +340,10 @@ def test_bad_feed_line_is_annotated_with_file_and_line(h: Harness) -> None:
 
 def test_reusable_workflow_runs_end_to_end(h: Harness) -> None:
     h.make_repo(
-        [ROOT / ".github" / "workflows" / "cce-knowledge-build.yml", ACT_DIR / "workflows" / "call-reusable.yml"]
+        [
+            ROOT / ".github" / "workflows" / "cce-knowledge-build.yml",
+            ACT_DIR / "workflows" / "call-reusable.yml",
+        ]
     )
     run = h.act("call-reusable.yml", {"remote": h.remote, "corpus": CORPUS})
     assert run.rc == 0, run.log[-8000:]

@@ -33,7 +33,10 @@ def _many(n: int) -> str:
 def test_parse_diff_report() -> None:
     rep = ac.parse_push_report(D_REPORT)
     assert (rep.kind, rep.corpus, rep.snapshot, rep.remote_snapshot) == (
-        "diff", "c1", "1111111111111111", "2222222222222222",
+        "diff",
+        "c1",
+        "1111111111111111",
+        "2222222222222222",
     )
     assert (rep.added, rep.removed, rep.changed) == (1, 2, 0)
     assert rep.removed_ids == ["kn:1", "kn:2"]
@@ -49,9 +52,13 @@ def test_parse_diff_report_truncated_list_keeps_the_full_count() -> None:
 
 def test_parse_refusal_on_stderr() -> None:
     body = D_REPORT.replace("Nothing pushed (--dry-run).\n", "")
-    text = "error: " + body + (
-        "refusing to push: 2 records live on the remote would be dropped (the `removed` list above). "
-        "Pass --force to shrink corpus c1, or --dry-run to inspect without pushing.\n"
+    text = (
+        "error: "
+        + body
+        + (
+            "refusing to push: 2 records live on the remote would be dropped (the `removed` list above). "
+            "Pass --force to shrink corpus c1, or --dry-run to inspect without pushing.\n"
+        )
     )
     rep = ac.parse_push_report(text)
     assert rep.kind == "diff" and rep.removed == 2
@@ -116,15 +123,38 @@ def test_outputs_for_each_outcome() -> None:
 
 
 def test_summary_has_counts_diff_freshness_and_ask_report() -> None:
-    st = ac.RunState(corpus="c1", snapshot="abcd", records=3, chunks=7, data_as_of="2026-02-01T00:00:00Z", dry_run=True)
+    st = ac.RunState(
+        corpus="c1",
+        snapshot="abcd",
+        records=3,
+        chunks=7,
+        data_as_of="2026-02-01T00:00:00Z",
+        dry_run=True,
+    )
     st.report = ac.parse_push_report(D_REPORT)
     st.ask = {
-        "proven": 1, "queries": 2, "precision_at_k": "0.500000", "recall": "0.500000", "mrr": "0.500000",
+        "proven": 1,
+        "queries": 2,
+        "precision_at_k": "0.500000",
+        "recall": "0.500000",
+        "mrr": "0.500000",
         "cases": [
-            {"id": "q-ok", "precision_at_k": "1.000000", "recall": "1.000000", "mrr": "1.000000",
-             "first_hit_rank": 1, "proven": True},
-            {"id": "q|bad", "precision_at_k": "0.000000", "recall": "0.000000", "mrr": "0.000000",
-             "first_hit_rank": None, "proven": False},
+            {
+                "id": "q-ok",
+                "precision_at_k": "1.000000",
+                "recall": "1.000000",
+                "mrr": "1.000000",
+                "first_hit_rank": 1,
+                "proven": True,
+            },
+            {
+                "id": "q|bad",
+                "precision_at_k": "0.000000",
+                "recall": "0.000000",
+                "mrr": "0.000000",
+                "first_hit_rank": None,
+                "proven": False,
+            },
         ],
     }
     st.ask_failed = True
@@ -153,7 +183,12 @@ def _run_driver(tmp_path: Path, **inputs: str) -> subprocess.CompletedProcess[st
         env[ac.env_name(k.replace("_", "-"))] = v
     return subprocess.run(
         [sys.executable, "-m", "cce_knowledge", "action", "run"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
 
 
@@ -194,7 +229,13 @@ def test_driver_refuses_out_in_extract(tmp_path: Path) -> None:
 def test_child_env_strips_tokens_and_inputs() -> None:
     d = ac.Driver(
         {"cache-token": "tok"},
-        {"PATH": "/bin", "GITHUB_TOKEN": "g", "CCE_SYNC_TOKEN": "c", "CCE_IN_FEED": "f", "GITHUB_ACTIONS": "true"},
+        {
+            "PATH": "/bin",
+            "GITHUB_TOKEN": "g",
+            "CCE_SYNC_TOKEN": "c",
+            "CCE_IN_FEED": "f",
+            "GITHUB_ACTIONS": "true",
+        },
     )
     env = d._child_env()
     assert env == {"PATH": "/bin"}

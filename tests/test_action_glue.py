@@ -54,7 +54,9 @@ def test_escape_property_round_trips_and_cannot_break_out(s: str) -> None:
 
 
 def test_annotation_format_with_hostile_file_name_and_message() -> None:
-    line = actions.annotation("error", "bad\nline 100%", file="feeds/a,b:c.jsonl", line=7, title="t")
+    line = actions.annotation(
+        "error", "bad\nline 100%", file="feeds/a,b:c.jsonl", line=7, title="t"
+    )
     assert line == "::error file=feeds/a%2Cb%3Ac.jsonl,line=7,title=t::bad%0Aline 100%25"
     # The only `::` separators are the command's own.
     assert line.count("::") == 2
@@ -70,8 +72,12 @@ def test_annotation_omits_missing_properties() -> None:
     assert actions.annotation("notice", "m", file="f", line=None) == "::notice file=f::m"
 
 
-@given(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_-]{0,10}", fullmatch=True), st.text(), max_size=5))
-def test_outputs_round_trip_through_the_runner_format(tmp_path_factory: pytest.TempPathFactory, values: dict[str, str]) -> None:
+@given(
+    st.dictionaries(st.from_regex(r"[a-z][a-z0-9_-]{0,10}", fullmatch=True), st.text(), max_size=5)
+)
+def test_outputs_round_trip_through_the_runner_format(
+    tmp_path_factory: pytest.TempPathFactory, values: dict[str, str]
+) -> None:
     # Values with CR would be normalised by the runner's line reader; keep to LF text.
     values = {k: v.replace("\r", "") for k, v in values.items()}
     f = tmp_path_factory.mktemp("out") / "GITHUB_OUTPUT"
@@ -89,7 +95,9 @@ def test_output_value_cannot_inject_a_second_output(tmp_path: Path) -> None:
     assert parsed == {"snapshot": evil}
 
 
-def test_set_output_validates_name_and_needs_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_set_output_validates_name_and_needs_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(actions.ActionsError, match="invalid output name"):
         actions.set_output("a<<b", "v", tmp_path / "o")
     monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
@@ -137,7 +145,15 @@ def test_stop_commands_wraps_with_a_fresh_token() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("", False), ("  ", False), ("true", True), ("True", True), ("TRUE", True), ("false", False), ("FALSE", False)],
+    [
+        ("", False),
+        ("  ", False),
+        ("true", True),
+        ("True", True),
+        ("TRUE", True),
+        ("false", False),
+        ("FALSE", False),
+    ],
 )
 def test_parse_bool_input(value: str, expected: bool) -> None:
     assert actions.parse_bool_input("dry-run", value) is expected

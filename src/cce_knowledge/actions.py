@@ -59,7 +59,9 @@ def escape_property(s: str) -> str:
 
 def workflow_command(command: str, message: str = "", **props: str | int | None) -> str:
     """Render `::command k=v,k=v::message` (one line, escaped). None-valued props are dropped."""
-    parts = [f"{k}={escape_property(str(v))}" for k, v in props.items() if v is not None and v != ""]
+    parts = [
+        f"{k}={escape_property(str(v))}" for k, v in props.items() if v is not None and v != ""
+    ]
     head = f"::{command}"
     if parts:
         head += " " + ",".join(parts)

@@ -42,7 +42,16 @@ INPUTS = (
     "ask-suite",
     "working-directory",
 )
-OUTPUTS = ("snapshot", "records", "chunks", "added", "removed", "changed", "published", "artifact-key")
+OUTPUTS = (
+    "snapshot",
+    "records",
+    "chunks",
+    "added",
+    "removed",
+    "changed",
+    "published",
+    "artifact-key",
+)
 
 # Tokens that must never reach a child that does not need them.
 _TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN")
@@ -155,7 +164,11 @@ class RunState:
     def outputs(self) -> dict[str, str]:
         rep = self.report
         diff = rep is not None and rep.kind in ("diff", "first", "same", "conflict")
-        added = rep.added if rep and rep.kind == "diff" else (self.distinct_ids if rep and rep.kind == "first" else 0)
+        added = (
+            rep.added
+            if rep and rep.kind == "diff"
+            else (self.distinct_ids if rep and rep.kind == "first" else 0)
+        )
         key = self.pushed.key if self.pushed else ""
         return {
             "snapshot": self.snapshot,
@@ -181,7 +194,9 @@ class Driver:
         self.inputs = inputs
         self.env = env
         self.state = RunState()
-        self.secrets = [v for v in (inputs.get("cache-token", ""), inputs.get("source-token", "")) if v]
+        self.secrets = [
+            v for v in (inputs.get("cache-token", ""), inputs.get("source-token", "")) if v
+        ]
 
     # -- helpers ---------------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
@@ -190,13 +205,19 @@ class Driver:
         return text
 
     def _child_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in self.env.items() if not k.startswith("CCE_IN_") and k not in _TOKEN_VARS}
+        env = {
+            k: v
+            for k, v in self.env.items()
+            if not k.startswith("CCE_IN_") and k not in _TOKEN_VARS
+        }
         # Children print plain text; we emit annotations ourselves from their JSON output.
         env.pop("GITHUB_ACTIONS", None)
         env.update(extra or {})
         return env
 
-    def cce(self, title: str, args: list[str], extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def cce(
+        self, title: str, args: list[str], extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run `cce ARGS` in this interpreter, log its output safely, return it."""
         from cce_knowledge import actions
 
@@ -260,13 +281,17 @@ class Driver:
 
         retention = inp.get("retention", "").strip()
         if retention and not _RETENTION_RE.fullmatch(retention):
-            raise StepFailed(f"input `retention`: expected `all` or `keep-last-<n>`, got {retention!r}")
+            raise StepFailed(
+                f"input `retention`: expected `all` or `keep-last-<n>`, got {retention!r}"
+            )
 
         feed = inp.get("feed", "").strip()
         manifest = inp.get("manifest", "").strip()
         extract = inp.get("extract", "").strip()
         if extract:
-            feed = feed or str(Path(self.env.get("RUNNER_TEMP") or ".cce-action") / "cce-knowledge" / "feed.jsonl")
+            feed = feed or str(
+                Path(self.env.get("RUNNER_TEMP") or ".cce-action") / "cce-knowledge" / "feed.jsonl"
+            )
             manifest = manifest or feed + ".manifest.json"
             self._extract(extract, feed, manifest)
         if not feed:
@@ -294,7 +319,9 @@ class Driver:
         except ValueError as e:
             raise StepFailed(f"input `extract`: cannot split {extract!r}: {e}") from None
         if any(a == "--out" or a.startswith("--out=") or a == "--manifest" for a in argv):
-            raise StepFailed("input `extract`: leave out --out/--manifest; use the `feed` and `manifest` inputs")
+            raise StepFailed(
+                "input `extract`: leave out --out/--manifest; use the `feed` and `manifest` inputs"
+            )
         Path(feed).parent.mkdir(parents=True, exist_ok=True)
         extra: dict[str, str] = {}
         if self.inputs.get("source-token"):
@@ -330,7 +357,10 @@ class Driver:
             msg = f"{path}: {e.get('message', '')}" if path else str(e.get("message", ""))
             print(
                 actions.annotation(
-                    "error", msg, file=ann_file, line=line if isinstance(line, int) else None,
+                    "error",
+                    msg,
+                    file=ann_file,
+                    line=line if isinstance(line, int) else None,
                     title="invalid cce.knowledge/v1 record",
                 ),
                 flush=True,
@@ -415,10 +445,16 @@ class Driver:
 
     def _guard(self, root: str) -> None:
         st = self.state
-        proc = self.cce("shrink guard (push --dry-run)", [*self._push_args(root), "--dry-run"], self._cache_env())
+        proc = self.cce(
+            "shrink guard (push --dry-run)",
+            [*self._push_args(root), "--dry-run"],
+            self._cache_env(),
+        )
         if proc.returncode != 0:
             if st.force and not st.dry_run:
-                st.notes.append("shrink guard could not run; `force` pushes without it: " + self._err_text(proc))
+                st.notes.append(
+                    "shrink guard could not run; `force` pushes without it: " + self._err_text(proc)
+                )
                 return
             raise StepFailed(f"shrink guard failed: {self._err_text(proc)}")
         try:
@@ -531,7 +567,9 @@ def render_summary(st: RunState) -> str:
     if rep is not None:
         out.append("\n### Diff against the remote\n")
         if rep.kind == "first":
-            out.append(f"First publish of this corpus: {st.distinct_ids} record(s) would be added.\n")
+            out.append(
+                f"First publish of this corpus: {st.distinct_ids} record(s) would be added.\n"
+            )
         elif rep.kind == "same":
             out.append("The remote `current` already names this snapshot with identical content.\n")
         elif rep.kind == "conflict":
@@ -540,7 +578,9 @@ def render_summary(st: RunState) -> str:
                 "(a different `max_section_tokens` or redactor version).\n"
             )
         else:
-            out.append(f"Outgoing {md_code(rep.snapshot)} vs remote current {md_code(rep.remote_snapshot)}\n\n")
+            out.append(
+                f"Outgoing {md_code(rep.snapshot)} vs remote current {md_code(rep.remote_snapshot)}\n\n"
+            )
             out.append(
                 md_table(
                     ["", "count", "records"],
@@ -554,7 +594,11 @@ def render_summary(st: RunState) -> str:
     if st.feed_errors:
         out.append(f"\n### Feed problems ({len(st.feed_errors)})\n")
         rows = [
-            [str(e.get("line", "")), md_code(str(e.get("path", ""))), md_code(str(e.get("message", "")))]
+            [
+                str(e.get("line", "")),
+                md_code(str(e.get("path", ""))),
+                md_code(str(e.get("message", ""))),
+            ]
             for e in st.feed_errors[:_MAX_ANNOTATIONS]
         ]
         out.append(md_table(["line", "field", "problem"], rows))
@@ -578,13 +622,24 @@ def render_summary(st: RunState) -> str:
                 ]
             )
         rows.append(
-            ["mean", str(a.get("precision_at_k", "")), str(a.get("recall", "")), str(a.get("mrr", "")), "", ""]
+            [
+                "mean",
+                str(a.get("precision_at_k", "")),
+                str(a.get("recall", "")),
+                str(a.get("mrr", "")),
+                "",
+                "",
+            ]
         )
         out.append(md_table(["query", "P@k", "recall", "MRR", "rank", "proven"], rows))
     elif st.ask_failed:
         out.append("\n### Ask suite\nThe suite could not be run (see the log).\n")
     if st.notes:
-        out.append("\n" + "\n".join(f"- {md_code(n) if n.startswith('warning') else n}" for n in st.notes) + "\n")
+        out.append(
+            "\n"
+            + "\n".join(f"- {md_code(n) if n.startswith('warning') else n}" for n in st.notes)
+            + "\n"
+        )
     return "\n".join(s.rstrip("\n") for s in out) + "\n"
 
 
@@ -637,5 +692,11 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
         "working-directory": "project root holding .cce/ (created if missing; default .)",
     }
     for inp in INPUTS:
-        rp.add_argument(f"--{inp}", dest=inp.replace("-", "_"), default=None, metavar="VALUE", help=help_text[inp])
+        rp.add_argument(
+            f"--{inp}",
+            dest=inp.replace("-", "_"),
+            default=None,
+            metavar="VALUE",
+            help=help_text[inp],
+        )
     rp.set_defaults(func=_handle_run)
