@@ -201,7 +201,6 @@ def test_real_values_are_always_redacted(key: str, op: str, value: str) -> None:
     if is_placeholder(value):
         return
     out = redact(f"{key}{op}{value}")
-    assert value not in out
     assert out == f"{key}{op}[REDACTED:SECRET]"
 
 
@@ -231,7 +230,7 @@ _KEY_SOUP = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(_KEY_SOUP)
 def test_trie_prefix_equals_reference_alternation(s: str) -> None:
     from cce_knowledge.engine.redactor import _PREFIX, REFERENCE_PREFIX

@@ -83,7 +83,8 @@ def rust_round(y: float) -> int:
     t = math.trunc(y)
     if abs(y - t) >= 0.5:
         t += 1 if y > 0 else -1
-    return int(t)
+    # `as i64` saturates for finite values beyond the i64 range too.
+    return max(-(2**63), min(2**63 - 1, int(t)))
 
 
 def score_key(x: float) -> int:

@@ -50,6 +50,8 @@ class MdChunk:
     token_count: int
     #: `content` as UTF-8 (kept so callers can hash/tokenize without re-encoding).
     raw: bytes = field(default=b"", repr=False, compare=False)
+    #: Byte offset of `content` in the document.
+    start_byte: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True)
@@ -150,6 +152,7 @@ def _make_chunk(
         content=content,
         token_count=max(1, (tend - start) // 4),
         raw=raw,
+        start_byte=start,
     )
 
 
