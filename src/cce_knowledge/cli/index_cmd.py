@@ -36,7 +36,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     p.add_argument(
         "--manifest",
         metavar="PATH",
-        help="verify the feed against its cce.feed-manifest/v1 sidecar first",
+        help="verify the feed against its cce.feed-manifest/v1 sidecar",
     )
     p.add_argument(
         "--jobs",
