@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ ACT_DIR = Path(__file__).resolve().parent / "act"
 CHECKOUT_SHA = "11bd71901bbe5b1630ceea73d27597364c9af683"
 CORPUS = "shop-knowledge"
 TOKEN = "cce-test-token-5f3a9c1e"
+SOURCE_TOKEN = "ghs-source-token-77d01b"
 
 pytestmark = [
     pytest.mark.slow,
@@ -167,7 +169,11 @@ class Harness:
         return (root / ".cce" / "knowledge" / "current").read_text().strip()
 
     def act(
-        self, workflow: str, inputs: dict[str, str], event: str = "workflow_dispatch"
+        self,
+        workflow: str,
+        inputs: dict[str, str],
+        event: str = "workflow_dispatch",
+        extra_env: dict[str, str] | None = None,
     ) -> ActRun:
         for f in self.out.iterdir():
             f.unlink()
@@ -189,6 +195,8 @@ class Harness:
             f"actions/checkout@{CHECKOUT_SHA}={ACT_DIR / 'actions' / 'checkout'}",
             "-s",
             f"CACHE_TOKEN={TOKEN}",
+            "-s",
+            f"SOURCE_TOKEN={SOURCE_TOKEN}",
             "--env",
             f"CCE_TEST_OUT={self.out}",
         ]
@@ -200,6 +208,8 @@ class Harness:
             "GIT_CONFIG_NOSYSTEM",
         ):
             cmd += ["--env", f"{k}={self.env[k]}"]
+        for k, v in (extra_env or {}).items():
+            cmd += ["--env", f"{k}={v}"]
         for k, v in inputs.items():
             cmd += ["--input", f"{k}={v}"]
         p = subprocess.run(
@@ -358,3 +368,30 @@ def test_reusable_workflow_runs_end_to_end(h: Harness) -> None:
     p = h.cce("knowledge", "pull", "--corpus", CORPUS, "--remote", h.remote, "--dir", str(dev))
     assert p.returncode == 0, p.stderr
     assert (dev / ".cce" / "knowledge" / "current").read_text().strip() == o["snapshot"]
+
+
+def test_extract_from_github_then_publish(h: Harness) -> None:
+    """The extract step: issues from a local GitHub REST server become the corpus; the
+    source token reaches the API and nothing else, the cache token never reaches it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fake_github import FakeGitHub, make_tracker
+
+    h.make_repo([ACT_DIR / "workflows" / "extract.yml"])
+    tracker = make_tracker(12, owner="acme", name="app", comments=False)
+    with FakeGitHub(tracker, token=SOURCE_TOKEN) as gh:
+        run = h.act(
+            "extract.yml",
+            {"extract": "github --repo acme/app --state all", "corpus": CORPUS, "remote": h.remote},
+            extra_env={"GITHUB_API_URL": gh.url},
+        )
+        auth = set(gh.auth_headers)
+    assert run.rc == 0, run.log[-8000:]
+    assert auth and all(a is not None and SOURCE_TOKEN in a for a in auth), auth
+    o = run.outputs
+    assert o["published"] == "true" and int(o["records"]) > 0
+    assert o["artifact-key"] in h.remote_files()
+    assert TOKEN not in run.log and SOURCE_TOKEN not in run.log
+    # The raw feed went to the runner's temp dir ($RUNNER_TEMP), never into the workspace.
+    m = re.search(r"--out (\S+)", run.log)
+    assert m, "extract command line not logged"
+    assert m[1].endswith("/tmp/cce-knowledge/feed.jsonl") and "hostexecutor" not in m[1]
