@@ -12,6 +12,7 @@ from typing import Any
 from cce_knowledge.cli.common import add_dir
 
 _REMOTE_HELP = "cache repository URL (overrides knowledge.sync.remote / sync.remote)"
+_EXIT = "exit status: 0 {ok}, 1 refused or failed, 2 usage error"
 
 
 def _emit(text: str) -> None:
@@ -96,6 +97,7 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "one commit. The shrink guard compares against the remote current first and refuses\n"
             "to drop records unless --force. Nothing local is written."
         ),
+        epilog=_EXIT.format(ok="published or dry-run reported"),
     )
     p.add_argument("--corpus", metavar="ID", help="corpus id (default: knowledge.sync.corpus_id)")
     p.add_argument("--remote", metavar="URL", help=_REMOTE_HELP)
@@ -119,6 +121,7 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "synced.json marker. `current` moves last, so a failed pull never touches the\n"
             "active store."
         ),
+        epilog=_EXIT.format(ok="installed"),
     )
     q.add_argument("--corpus", metavar="ID", help="corpus id (default: knowledge.sync.corpus_id)")
     g = q.add_mutually_exclusive_group()
@@ -202,6 +205,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "attribute line. Credentials in the URL are NOT stored: give a token through\n"
             "CCE_SYNC_TOKEN or GITHUB_TOKEN at run time."
         ),
+        epilog=_EXIT.format(ok="configured"),
     )
     p.add_argument("--remote", metavar="URL", required=True, help="cache repository URL")
     lfs = p.add_mutually_exclusive_group()
@@ -220,6 +224,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         help="list what the cache carries (knowledge corpora and code repos)",
         formatter_class=fmt,
         description="List the corpora (and any code repos) the cache carries. Read-only.",
+        epilog=_EXIT.format(ok="listed"),
     )
     ls.add_argument("--remote", metavar="URL", help="cache repository URL (overrides sync.remote)")
     ls.add_argument("--json", action="store_true", help="print cce.synclist/v1 JSON")
@@ -235,6 +240,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "knowledge corpus (one per root); code repos are reported as skipped. Never fails\n"
             "because of the knowledge step: problems are printed as warnings."
         ),
+        epilog=_EXIT.format(ok="done (knowledge problems are warnings)"),
     )
     pl.add_argument("--all", action="store_true", help="pull everything the cache carries")
     pl.add_argument("--into", metavar="DIR", help="destination root (required with --all)")
@@ -253,6 +259,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "synced.json at pull time. Detects corruption or local edits, not a malicious\n"
             "build: trust stays with the pusher and the git host's access control."
         ),
+        epilog=_EXIT.format(ok="verified or no install record"),
     )
     v.add_argument(
         "--checksum-only", action="store_true", help="required: compare install checksums"
