@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Benchmark: `cce knowledge push` / `pull` against a local bare cache, beside a plain `git clone`.
+
+For each corpus (an NDJSON feed to index, or an already-indexed root) this measures,
+each operation in its own process (wall time + that process's peak RSS):
+
+* push (first publish into an empty bare repo, LFS on) and an unchanged re-push
+  (the shrink guard downloads and verifies the remote artifact first);
+* the peer: a plain `git clone` of the cache with LFS smudging on (what a developer
+  would do by hand to get the same bytes), and without LFS download;
+* pull + install into a fresh root with a fresh working clone (cold), and again with
+  the working clone already present (warm);
+* `.cck` artifact size beside the native store size.
+
+Target (issue #4): cold pull + install <= 1.2x the plain LFS clone.
+
+Usage:
+  python bench/bench_sync.py --feed rfcs=/work/shared/bench/rfcs.jsonl \\
+      --root big100k=/work/bench-data/root100k --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LFS_ENV = {
+    "GIT_CONFIG_COUNT": "4",
+    "GIT_CONFIG_KEY_0": "filter.lfs.clean",
+    "GIT_CONFIG_VALUE_0": "git-lfs clean -- %f",
+    "GIT_CONFIG_KEY_1": "filter.lfs.smudge",
+    "GIT_CONFIG_VALUE_1": "git-lfs smudge -- %f",
+    "GIT_CONFIG_KEY_2": "filter.lfs.process",
+    "GIT_CONFIG_VALUE_2": "git-lfs filter-process",
+    "GIT_CONFIG_KEY_3": "filter.lfs.required",
+    "GIT_CONFIG_VALUE_3": "true",
+}
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(seconds, peak RSS MiB) of one child process; raises on failure."""
+    full_env = {**os.environ, **(env or {})}
+    for k in ("CCE_SYNC_TOKEN", "GITHUB_TOKEN"):
+        full_env.pop(k, None)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode() if p.stderr else ""
+    if p.returncode != 0:
+        raise SystemExit(f"benchmark step failed: {' '.join(cmd)}\n{err}")
+    return dt, ru.ru_maxrss / 1024
+
+
+def cce(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cce_knowledge", *args]
+
+
+def dir_bytes(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def fmt(samples: list[tuple[float, float]]) -> str:
+    ts = sorted(s[0] for s in samples)
+    mem = max(s[1] for s in samples)
+    p95 = ts[min(len(ts) - 1, round(0.95 * (len(ts) - 1)))]
+    return (
+        f"median {statistics.median(ts):8.3f}s  min {ts[0]:8.3f}s  p95 {p95:8.3f}s  "
+        f"peak RSS {mem:7.1f} MiB"
+    )
+
+
+def bench_corpus(name: str, root: Path, work: Path, runs: int) -> None:
+    kdir = root / ".cce" / "knowledge"
+    snap = (kdir / "current").read_text().strip()
+    store_size = (kdir / f"{snap}.json").stat().st_size
+    print(f"\n== corpus {name}: root {root} (snapshot {snap}, store {store_size / 2**20:.1f} MiB)")
+
+    push_first: list[tuple[float, float]] = []
+    push_again: list[tuple[float, float]] = []
+    clone_lfs: list[tuple[float, float]] = []
+    clone_plain: list[tuple[float, float]] = []
+    pull_cold: list[tuple[float, float]] = []
+    pull_warm: list[tuple[float, float]] = []
+    cck_size = 0
+    for i in range(runs):
+        run_dir = work / f"{name}-{i}"
+        bare = run_dir / "cache.git"
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+        url = bare.resolve().as_uri()
+        home_push = {"CCE_HOME": str(run_dir / "home-push")}
+        push_first.append(
+            run(
+                cce("knowledge", "push", "--corpus", name, "--remote", url, "--dir", str(root)),
+                home_push,
+            )
+        )
+        push_again.append(
+            run(
+                cce("knowledge", "push", "--corpus", name, "--remote", url, "--dir", str(root)),
+                home_push,
+            )
+        )
+        # The peer: a plain clone of the same cache, with and without LFS download.
+        clone_lfs.append(run(["git", "clone", "-q", url, str(run_dir / "clone-lfs")], LFS_ENV))
+        clone_plain.append(
+            run(
+                ["git", "clone", "-q", url, str(run_dir / "clone-plain")],
+                {"GIT_LFS_SKIP_SMUDGE": "1"},
+            )
+        )
+        cck = run_dir / "clone-lfs" / "knowledge" / "v1" / name / f"{snap}.cck"
+        cck_size = cck.stat().st_size
+        consumer = run_dir / "consumer"
+        home_pull = {"CCE_HOME": str(run_dir / "home-pull")}
+        pull_cold.append(
+            run(
+                cce("knowledge", "pull", "--corpus", name, "--remote", url, "--dir", str(consumer)),
+                home_pull,
+            )
+        )
+        pull_warm.append(
+            run(
+                cce(
+                    "knowledge",
+                    "pull",
+                    "--corpus",
+                    name,
+                    "--remote",
+                    url,
+                    "--dir",
+                    str(consumer),
+                    "--force",
+                ),
+                home_pull,
+            )
+        )
+        same = (consumer / ".cce/knowledge" / f"{snap}.json").read_bytes() == (
+            kdir / f"{snap}.json"
+        ).read_bytes()
+        if not same:
+            raise SystemExit("pulled store differs from the producer's store")
+        if i < runs - 1:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"  push (first publish)    {fmt(push_first)}")
+    print(f"  push (unchanged again)  {fmt(push_again)}")
+    print(f"  git clone (LFS smudge)  {fmt(clone_lfs)}   <- peer")
+    print(f"  git clone (no LFS dl)   {fmt(clone_plain)}")
+    print(f"  pull+install (cold)     {fmt(pull_cold)}")
+    print(f"  pull+install (warm)     {fmt(pull_warm)}")
+    ratio = statistics.median(t for t, _ in pull_cold) / statistics.median(t for t, _ in clone_lfs)
+    print(f"  ratio cold pull / LFS clone: {ratio:.2f}x  (target <= 1.2x)")
+    mb = store_size / 2**20
+    print(
+        f"  artifact {cck_size / 2**20:.1f} MiB (.cck) vs store {mb:.1f} MiB ({cck_size / store_size:.2f}x)"
+    )
+    print(
+        f"  push throughput: {store_size / statistics.median(t for t, _ in push_first) / 2**20:.1f} MiB store/s; "
+        f"pull: {store_size / statistics.median(t for t, _ in pull_cold) / 2**20:.1f} MiB store/s"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--feed",
+        action="append",
+        default=[],
+        metavar="NAME=FEED.jsonl",
+        help="a feed to index first",
+    )
+    ap.add_argument(
+        "--root", action="append", default=[], metavar="NAME=ROOT", help="an already-indexed root"
+    )
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--work", metavar="DIR", help="scratch directory (default: a temp dir)")
+    args = ap.parse_args()
+    if not args.feed and not args.root:
+        ap.error("give at least one --feed or --root")
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-sync-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"bench_sync: {os.cpu_count()} CPUs (shared with other work — figures taken under load), runs={args.runs}"
+    )
+    git_v = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    lfs_v = subprocess.run(["git", "lfs", "version"], capture_output=True, text=True).stdout.strip()
+    print(f"{git_v}; {lfs_v}")
+    corpora: list[tuple[str, Path]] = []
+    for spec in args.feed:
+        name, _, feed = spec.partition("=")
+        root = work / f"root-{name}"
+        t, mem = run(cce("knowledge", "index", feed, "--dir", str(root)))
+        print(f"indexed {feed} in {t:.2f}s (peak RSS {mem:.0f} MiB)")
+        corpora.append((name, root))
+    for spec in args.root:
+        name, _, root = spec.partition("=")
+        corpora.append((name, Path(root)))
+    for name, root in corpora:
+        bench_corpus(name, root, work, args.runs)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
