@@ -35,7 +35,7 @@ def test_validate_reports_every_bad_line(bad_feed: Path, capsys: pytest.CaptureF
     assert out.splitlines() == [
         f"{bad_feed}:3: $: missing field `body` (column 22)",
         f"{bad_feed}:4: $: expected ident (column 2)",
-        f"{bad_feed}:5: $.labels[0]: invalid type: integer `1`, expected a string (column 58)",
+        f"{bad_feed}:5: $.labels[0]: invalid type: integer `1`, expected a string (column 57)",
     ]
     assert err == "validate: 3 problems in 1 of 1 file\n"
 
@@ -43,7 +43,7 @@ def test_validate_reports_every_bad_line(bad_feed: Path, capsys: pytest.CaptureF
 def test_validate_json_lists_problems(bad_feed: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["knowledge", "validate", "--format", "json", str(bad_feed)]) == 1
     got = json.loads(capsys.readouterr().out)
-    assert [(p["line"], p["column"], p["path"]) for p in got] == [(3, 22, "$"), (4, 2, "$"), (5, 58, "$.labels[0]")]
+    assert [(p["line"], p["column"], p["path"]) for p in got] == [(3, 22, "$"), (4, 2, "$"), (5, 57, "$.labels[0]")]
     assert set(got[0]) == {"file", "line", "column", "path", "message"}
     assert main(["knowledge", "validate", "--json", str(VEC / "knowledge" / "curated.jsonl")]) == 0
     assert json.loads(capsys.readouterr().out) == []
@@ -121,7 +121,7 @@ def test_github_annotations(bad_feed: Path, monkeypatch: pytest.MonkeyPatch, cap
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert main(["knowledge", "validate", str(bad_feed)]) == 1
     ann = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::error ")]
-    assert ann[2] == f"::error file={bad_feed},line=5,col=58::$.labels[0]: invalid type: integer `1`, expected a string"
+    assert ann[2] == f"::error file={bad_feed},line=5,col=57::$.labels[0]: invalid type: integer `1`, expected a string"
     assert main(["knowledge", "validate", "--json", str(bad_feed)]) == 1
     out, err = capsys.readouterr()
     json.loads(out)  # stdout stays pure JSON

@@ -55,7 +55,7 @@ def test_parse_errors_are_prefixed_and_positioned_across_lines() -> None:
         parse_manifest('{\n  "records": -1,\n  "sha256": "x"\n}')
     assert e.value.message == (
         "invalid cce.feed-manifest/v1 manifest: invalid value: integer `-1`, expected usize "
-        "at line 2 column 16"
+        "at line 2 column 15"
     )
     with pytest.raises(ContractError) as e:
         parse_manifest("not json")

@@ -83,10 +83,10 @@ def test_duplicate_unknown_keys_are_ignored_known_are_errors() -> None:
 
 def test_duplicate_is_detected_before_the_value_is_read() -> None:
     # serde checks the key before parsing the value: even a broken value after a
-    # duplicate key reports the duplicate, positioned at the next non-blank byte
-    # (serde runs `end_map`, which skips whitespace, before positioning).
+    # duplicate key reports the duplicate; serde runs `end_map` (which skips the
+    # blank) and then positions a data error at the last byte it consumed.
     msg = _err('{"id":"a","id" :%%%')
-    assert msg.endswith("duplicate field `id` at line 1 column 16")
+    assert msg.endswith("duplicate field `id` at line 1 column 15")
 
 
 def test_unknown_values_are_skipped_syntax_only() -> None:
@@ -136,10 +136,10 @@ def test_type_error_messages_describe_the_value() -> None:
 
 
 def test_columns_are_bytes() -> None:
-    # 'é' is 2 bytes, '😀' 4: the column counts bytes, not characters (the byte
-    # after the offending `1` is the closing brace, byte 21; characters would say 18).
+    # 'é' is 2 bytes, '😀' 4: the column counts bytes, not characters (a type error
+    # lands on the scalar's last byte, the `1` at byte 20; characters would say 17).
     msg = _err('{"x":"é😀","id":1}')
-    assert msg.endswith("expected a string at line 1 column 21")
+    assert msg.endswith("expected a string at line 1 column 20")
 
 
 def test_line_errors_report_the_json_path() -> None:
@@ -194,7 +194,7 @@ def test_fixture_missing_file_and_not_a_file(tmp_path: Path) -> None:
 def test_fixture_duplicate_keys() -> None:
     _, text = read_feed(FM / "duplicate_keys.jsonl")
     assert _err(text) == (
-        "line 2: invalid cce.knowledge/v1 record: duplicate field `title` at line 1 column 30"
+        "line 2: invalid cce.knowledge/v1 record: duplicate field `title` at line 1 column 29"
     )
 
 

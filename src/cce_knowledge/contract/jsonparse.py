@@ -103,8 +103,9 @@ def describe_unexpected(v: Any) -> str:
 class Scanner:
     """Cursor over one JSON document's bytes with serde_json's error positions.
 
-    `err()` positions at the last consumed byte (serde `error`), `peek_err()` at the
-    next byte (serde `peek_error`, capped at the end).
+    `err()` positions at the last consumed byte (serde `error`; also where data
+    errors land, via `fix_position`), `peek_err()` at the next byte (serde
+    `peek_error`, capped at the end). Columns are 1-based byte columns.
     """
 
     __slots__ = ("b", "depth", "i", "n", "path")
@@ -587,7 +588,7 @@ class Scanner:
             unexpected = "map"
         else:
             return self.peek_err("expected value")
-        return self.peek_err(f"invalid type: {unexpected}, expected {expected}")
+        return self.err(f"invalid type: {unexpected}, expected {expected}")
 
     def str_field(self) -> str:
         c = self.ws()
@@ -644,17 +645,17 @@ class Scanner:
         else:
             raise self.invalid_type(expected)
         if isinstance(v, float):
-            raise self.peek_err(f"invalid type: {describe_unexpected(v)}, expected {expected}")
+            raise self.err(f"invalid type: {describe_unexpected(v)}, expected {expected}")
         if v < 0:
-            raise self.peek_err(f"invalid value: {describe_unexpected(v)}, expected {expected}")
+            raise self.err(f"invalid value: {describe_unexpected(v)}, expected {expected}")
         return v
 
     def data_error_after_map(self, message: str) -> ScanError:
         """A visitor error inside an object: serde runs `end_map` (which may consume
-        the closing brace) before positioning it at the next byte."""
+        the closing brace) before `fix_position` places it at the last consumed byte."""
         if self.ws() == 0x7D:
             self.i += 1
-        return self.peek_err(message)
+        return self.err(message)
 
     def data_error_after_seq(self, message: str) -> ScanError:
         c = self.ws()
@@ -663,7 +664,7 @@ class Scanner:
         elif c == 0x2C:
             self.i += 1
             self.ws()
-        return self.peek_err(message)
+        return self.err(message)
 
 
 FieldReader = Callable[[Scanner], Any]
