@@ -220,3 +220,26 @@ def test_large_budget_covers_everything(doc: str) -> None:
     chunks = chunk_markdown("p", doc, 10**9)
     strip = lambda s: "".join(ch for ch in s if ch not in RUST_WS_CHARS)  # noqa: E731
     assert "".join(strip(c.content) for c in chunks) == strip(doc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DOC)
+def test_heading_walk_equals_query(doc: str) -> None:
+    from cce_knowledge.engine.markdown import _get_parser, _heading_nodes, heading_nodes_by_query
+
+    root = _get_parser().parse(doc.encode()).root_node
+    walk = [(n.start_byte, n.end_byte, n.type) for n in _heading_nodes(root)]
+    query = [(n.start_byte, n.end_byte, n.type) for n in heading_nodes_by_query(root)]
+    assert walk == query
+
+
+def test_heading_walk_equals_query_on_vectors_and_nesting() -> None:
+    from cce_knowledge.engine.markdown import _get_parser, _heading_nodes, heading_nodes_by_query
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(VECTORS.glob("*.md"))]
+    texts.append("- a\n  - b\n    > # deep\n    > Sub\n    > ---\n1. # num\n| a |\n|---|\n| # x |\n")
+    for t in texts:
+        root = _get_parser().parse(t.encode()).root_node
+        assert [n.start_byte for n in _heading_nodes(root)] == [
+            n.start_byte for n in heading_nodes_by_query(root)
+        ]

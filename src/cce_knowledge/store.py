@@ -100,10 +100,13 @@ def _float_texts(values: list[float]) -> list[str]:
     try:
         parts = list(map(cache.__getitem__, values))
     except KeyError:
-        for v in values:
-            if v not in cache and len(cache) < _F64_CACHE_MAX:
+        missing = set(values).difference(cache)
+        if len(cache) + len(missing) <= _F64_CACHE_MAX:
+            for v in missing:
                 cache[v] = serde_f64(v)
-        parts = [cache.get(v) or serde_f64(v) for v in values]
+            parts = list(map(cache.__getitem__, values))
+        else:
+            parts = [cache.get(v) or serde_f64(v) for v in values]
     packed = array("d", values).tobytes()
     at = packed.find(_NEG_ZERO)
     while at >= 0:

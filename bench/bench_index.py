@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Benchmark `cce knowledge index` against its floor.
+
+    python bench/bench_index.py CORPUS.jsonl [CORPUS.jsonl ...] [--jobs N] [--repeat R]
+
+For each corpus, in the same run, two fresh processes are timed:
+
+* **ours** — `python -m cce_knowledge knowledge index CORPUS --dir <tmp> --jobs N`,
+  the whole command: interpreter start, read, parse, redact, chunk, embed, render,
+  atomic save;
+* **floor** — one process that renders the same documents (`# title` + body, not
+  timed) and then parses each with tree-sitter-markdown's block grammar, timed.
+
+Wall time is end to end for ours and the parse loop only for the floor (the strict
+reading). Peak memory is the highest sum of VmRSS over the process and all its
+descendants (workers included), sampled every 5 ms from /proc. With R > 1 the best
+wall of R interleaved runs is reported. Figures depend on machine load: say so
+when you quote them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_rss_kb(root: int) -> int:
+    total, stack, seen = 0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += _rss_kb(pid)
+        stack.extend(_children(pid))
+    return total
+
+
+def run_measured(cmd: list[str]) -> tuple[float, int, str]:
+    """Run `cmd`; return (wall seconds, peak tree RSS in KiB, stdout)."""
+    peak = 0
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss_kb(p.pid))
+            time.sleep(0.005)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = p.communicate()
+    wall = time.perf_counter() - t0
+    done.set()
+    th.join()
+    if p.returncode != 0:
+        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err}")
+    return wall, peak, out
+
+
+# ---------------------------------------------------------------- floor (child mode)
+
+
+def floor_main(corpus: str) -> None:
+    """Child process: render the documents, then time a tree-sitter parse of each."""
+    import tree_sitter_markdown
+    from tree_sitter import Language, Parser
+
+    from cce_knowledge.rustcompat import RUST_WS_CHARS
+
+    docs: list[bytes] = []
+    with open(corpus, "rb") as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                docs.append(("# " + rec["title"].strip(RUST_WS_CHARS) + "\n\n" + rec["body"]).encode())
+    parser = Parser(Language(tree_sitter_markdown.language()))
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    for d in docs:
+        a = time.perf_counter()
+        parser.parse(d)
+        lat.append(time.perf_counter() - a)
+    wall = time.perf_counter() - t0
+    lat.sort()
+    print(json.dumps({"wall": wall, "docs": len(docs), "bytes": sum(map(len, docs)), "lat": lat}))
+
+
+def _pct(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return 0.0
+    return sorted_vals[min(len(sorted_vals) - 1, int(q * len(sorted_vals)))]
+
+
+# ---------------------------------------------------------------- driver
+
+
+def bench(corpus: Path, jobs: int, repeat: int) -> None:
+    size = corpus.stat().st_size
+    best_ours: tuple[float, int, str] | None = None
+    best_floor: tuple[float, int, dict[str, object]] | None = None
+    store_sha = ""
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
+            wall, peak, out = run_measured(
+                [sys.executable, "-m", "cce_knowledge", "knowledge", "index", str(corpus),
+                 "--dir", tmp, "--jobs", str(jobs)]
+            )
+            if best_ours is None or wall < best_ours[0]:
+                best_ours = (wall, peak, out)
+            snap = (Path(tmp) / ".cce" / "knowledge" / "current").read_text().strip()
+            store_sha = hashlib.sha256((Path(tmp) / ".cce" / "knowledge" / f"{snap}.json").read_bytes()).hexdigest()
+        _, fpeak, fout = run_measured([sys.executable, __file__, "--floor-child", str(corpus)])
+        info = json.loads(fout)
+        if best_floor is None or info["wall"] < best_floor[0]:
+            best_floor = (float(info["wall"]), fpeak, info)
+    assert best_ours is not None and best_floor is not None
+    ow, opeak, oout = best_ours
+    fw, fpeak, info = best_floor
+    lat = info["lat"]
+    assert isinstance(lat, list)
+    records = next((ln.split(":")[1].strip() for ln in oout.splitlines() if "records" in ln), "?")
+    chunks = next((ln.split(":")[1].strip() for ln in oout.splitlines() if "chunks" in ln), "?")
+    mb = size / 1e6
+    print(f"corpus  {corpus}  ({mb:.1f} MB, {records} records, {chunks} chunks; best of {repeat})")
+    print(f"  {'':24}{'wall s':>10}{'MB/s':>10}{'peak RSS MiB':>15}")
+    print(f"  {'ours: index --jobs ' + str(jobs):24}{ow:>10.2f}{mb / ow:>10.2f}{opeak / 1024:>15.0f}")
+    print(f"  {'floor: ts-md parse (1p)':24}{fw:>10.2f}{mb / fw:>10.2f}{fpeak / 1024:>15.0f}")
+    print(f"  ratio ours/floor: {ow / fw:.2f}x   (target <= 1.5x)")
+    print(
+        "  floor per-document parse latency ms: "
+        f"p50 {_pct(lat, 0.50) * 1e3:.2f}  p95 {_pct(lat, 0.95) * 1e3:.2f}  "
+        f"p99 {_pct(lat, 0.99) * 1e3:.2f}  max {(lat[-1] if lat else 0) * 1e3:.2f}"
+    )
+    print(f"  store sha256 {store_sha}")
+    print(f"  load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--floor-child":
+        floor_main(sys.argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", nargs="+", type=Path)
+    ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--repeat", type=int, default=1)
+    a = ap.parse_args()
+    for c in a.corpus:
+        bench(c, a.jobs, a.repeat)
+
+
+if __name__ == "__main__":
+    main()
