@@ -240,3 +240,64 @@ def test_child_env_strips_tokens_and_inputs() -> None:
     env = d._child_env()
     assert env == {"PATH": "/bin"}
     assert d._child_env(d._cache_env())["CCE_SYNC_TOKEN"] == "tok"
+
+
+FIXTURES = Path(__file__).resolve().parent / "act" / "fixtures"
+
+
+def _parse_outputs(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    lines = path.read_text().split("\n")
+    i = 0
+    while i < len(lines):
+        if "<<" in lines[i]:
+            name, _, delim = lines[i].partition("<<")
+            j = lines.index(delim, i + 1)
+            out[name] = "\n".join(lines[i + 1 : j])  # later writes win, as on the runner
+            i = j
+        i += 1
+    return out
+
+
+@pytest.mark.slow
+def test_driver_publishes_then_refuses_a_shrink_without_act(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same pipeline as the act tests, driven directly (fast feedback, no act)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CCE_HOME", str(tmp_path / "cce-home"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for k, v in (("user.name", "t"), ("user.email", "t@localhost")):
+        subprocess.run(["git", "config", "--global", k, v], check=True)
+    bare = tmp_path / "cache.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    common = {"corpus": "c1", "remote": bare.as_uri(), "working_directory": "root"}
+
+    p = _run_driver(
+        tmp_path,
+        feed=str(FIXTURES / "feed-v1.jsonl"),
+        ask_suite=str(FIXTURES / "ask-pass.jsonl"),
+        **common,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    o = _parse_outputs(tmp_path / "out")
+    assert o["published"] == "true" and o["records"] == "3" and o["added"] == "3"
+    refs = subprocess.run(
+        ["git", "for-each-ref"], cwd=bare, capture_output=True, text=True, check=True
+    ).stdout
+    assert refs
+
+    (tmp_path / "out").write_text("")
+    p = _run_driver(tmp_path, feed=str(FIXTURES / "feed-shrunk.jsonl"), **common)
+    assert p.returncode == 1
+    o = _parse_outputs(tmp_path / "out")
+    assert (o["published"], o["removed"], o["artifact-key"]) == ("false", "1", "")
+    assert "refusing to publish: 1 record live on the remote" in p.stderr
+    after = subprocess.run(
+        ["git", "for-each-ref"], cwd=bare, capture_output=True, text=True, check=True
+    ).stdout
+    assert after == refs
+    summary = (tmp_path / "summary.md").read_text()
+    assert "`gh:acme/shop#103`" in summary and "❌ failed" in summary

@@ -274,6 +274,7 @@ class Driver:
             st.force = actions.parse_bool_input("force", inp.get("force"), False)
         except actions.ActionsError as e:
             raise StepFailed(str(e)) from None
+        st.corpus = inp.get("corpus", "").strip()
         wd = inp.get("working-directory", "").strip() or "."
         Path(wd).mkdir(parents=True, exist_ok=True)
         os.chdir(wd)
