@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge.errors import StoreError
-from cce_knowledge.store import KnowledgeStore, load_current, store_path
+from cce_knowledge.store import KnowledgeStore, read_current, store_path
 from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
 
 #: Default bound on one remote lookup (a clone/fetch of the cache repo).
@@ -177,6 +177,39 @@ def check_installed_bytes(root: str | os.PathLike[str], marker: SyncMarker | Non
     return ChecksumState("ok", expected=marker.installed_sha256, actual=actual)
 
 
+@dataclass(frozen=True, slots=True)
+class StoreFacts:
+    """What status needs from a store (no chunk bodies, no embeddings)."""
+
+    schema: str
+    snapshot: str
+    records: int
+    chunks: int
+    data_as_of: str | None
+
+    @classmethod
+    def of_store(cls, store: KnowledgeStore) -> StoreFacts:
+        return cls(
+            store.schema, store.snapshot, store.records, len(store.chunks), store.data_as_of()
+        )
+
+
+def store_facts(root: str | os.PathLike[str]) -> StoreFacts:
+    """Facts of the active store, read by mapping the file instead of parsing all of it
+    (a 100k-record store is most of a gigabyte). Raises StoreError like `load_current`."""
+    from cce_knowledge.mcp.storeview import open_view
+
+    try:
+        view = open_view(store_path(root, read_current(root)))
+        return StoreFacts(
+            view.schema, view.snapshot, view.records, view.chunk_count, view.data_as_of()
+        )
+    except OSError as e:
+        raise StoreError(_io_text(e)) from e
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StoreError(str(e)) from e
+
+
 @dataclass(slots=True)
 class KnowledgeStatus:
     root: str
@@ -227,25 +260,25 @@ def resolve_status_remote(
 def knowledge_status(
     root: str | os.PathLike[str],
     *,
-    store: KnowledgeStore | None = None,
+    facts: StoreFacts | None = None,
     offline: bool = False,
     remote_override: str | None = None,
     timeout: float = DEFAULT_REMOTE_TIMEOUT,
     cache_for: float = 0.0,
 ) -> KnowledgeStatus:
     """Describe the active store. Raises StoreError when none can be loaded."""
-    if store is None:
-        store = load_current(root)
+    if facts is None:
+        facts = store_facts(root)
     marker = read_marker_lenient(root)
-    corpus = marker.corpus_id if marker is not None and marker.snapshot == store.snapshot else None
+    corpus = marker.corpus_id if marker is not None and marker.snapshot == facts.snapshot else None
     st = KnowledgeStatus(
         root=os.fspath(root),
-        store_file=os.fspath(store_path(root, store.snapshot)),
-        schema=store.schema,
-        snapshot=store.snapshot,
-        records=store.records,
-        chunks=len(store.chunks),
-        data_as_of=store.data_as_of(),
+        store_file=os.fspath(store_path(root, facts.snapshot)),
+        schema=facts.schema,
+        snapshot=facts.snapshot,
+        records=facts.records,
+        chunks=facts.chunks,
+        data_as_of=facts.data_as_of,
         corpus=corpus,
         marker_corpus=marker.corpus_id if marker else None,
         marker_snapshot=marker.snapshot if marker else None,

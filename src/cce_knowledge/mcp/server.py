@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -43,6 +44,7 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         name = params.name
         args = params.arguments or {}
+        t0 = time.perf_counter()
         try:
             if name == "index_status":
                 # The remote lookup may wait on the network (bounded); keep the loop free.
@@ -52,6 +54,12 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
         except Exception as e:  # a tool bug must not take the session down
             log.exception("tool %s failed", name)
             out = ToolOutput(f"{name} failed: {type(e).__name__}: {e}", True)
+        log.debug(
+            "%s answered in %.2f ms (%d chars)",
+            name,
+            (time.perf_counter() - t0) * 1e3,
+            len(out.text),
+        )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=out.text)], is_error=out.is_error
         )

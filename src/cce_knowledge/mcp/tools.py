@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge.config import KnowledgeConfig, config_path, load_knowledge_config
-from cce_knowledge.errors import CceError, UsageError
+from cce_knowledge.errors import StoreError, UsageError
 from cce_knowledge.mcp import render
+from cce_knowledge.mcp.storeview import Signature, StoreView, current_signature, open_view
 from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
-from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, store_present
+from cce_knowledge.store import store_path
 
 log = logging.getLogger("cce_knowledge.mcp")
 
@@ -160,6 +161,9 @@ class KnowledgeTools:
         self._cfg_key: tuple[int, int] | None = None
         self._cfg = KnowledgeConfig()
         self._redact: Any = None
+        self._sig: Signature | None = None
+        self._view: StoreView | None = None
+        self._view_error: str | None = None
 
     # ------------------------------------------------------------ shared state
 
@@ -182,15 +186,35 @@ class KnowledgeTools:
             self._searcher = Searcher(self.root)
         return self._searcher
 
-    def knowledge(self) -> tuple[KnowledgeStore | None, bool]:
-        """(loaded store or None, present-on-disk). Present but None = failed to load."""
-        if not store_present(self.root):
+    def knowledge(self) -> tuple[StoreView | None, bool]:
+        """(view of the active store or None, present-on-disk).
+
+        Present but None = `current` names a file that is not a loadable store. The
+        view is rebuilt only when `current` or the file changes (a pull, a re-index).
+        """
+        sig = current_signature(self.root)
+        if sig is None:
+            self._sig, self._view, self._view_error = None, None, None
             return None, False
+        if sig != self._sig:
+            self._sig = sig
+            try:
+                self._view, self._view_error = open_view(store_path(self.root, sig.snapshot)), None
+            except (OSError, ValueError, UnicodeDecodeError) as e:
+                self._view, self._view_error = None, str(e)
+                log.warning("knowledge store present but not loadable: %s", e)
+        return self._view, True
+
+    def _scanned(self, view: StoreView) -> StoreView | None:
+        """The view with its chunk table read (None, and the store marked failed, if the
+        middle of the file turns out damaged)."""
         try:
-            return self.searcher().store, True
-        except (CceError, OSError, ValueError) as e:
-            log.warning("knowledge store present but not loadable: %s", e)
-            return None, True
+            view.chunk_ids  # noqa: B018 — forces the scan
+        except ValueError as e:
+            log.warning("knowledge store damaged: %s", e)
+            self._view, self._view_error = None, str(e)
+            return None
+        return view
 
     def display(self, record_id: str) -> str:
         """Record ids are shown redacted (they stay raw at rest: they are addresses)."""
@@ -210,7 +234,7 @@ class KnowledgeTools:
         cfg = self.config()
         source = rs_trim(_str_arg(args, "source") or "")
         if source not in ("code", "knowledge", "both"):
-            present = store_present(self.root)
+            present = current_signature(self.root) is not None
             source = cfg.default_source if cfg.enabled and present else "code"
         if source == "code":
             return ToolOutput(render.NOT_INDEXED_MESSAGE)
@@ -227,18 +251,27 @@ class KnowledgeTools:
         rows: list[render.BlendRow] = []
         total = 0
         if cfg.enabled:
-            store, present = self.knowledge()
-            if store is None and present:
+            view, present = self.knowledge()
+            if view is None and present:
                 notice = render.KNOWLEDGE_LOAD_NOTICE
-            elif store is not None:
-                total = len(store.chunks)
+            elif view is not None:
                 try:
                     # The Searcher applies the ranking's floor (`knowledge.min_score`
                     # for the reference ranking) and `knowledge.ranking` when unset.
                     hits = self.searcher().search(query, top_k, ranking=ranking)
                 except UsageError as e:
                     return ToolOutput(f"context_search: {e.message}", True)
+                except StoreError as e:
+                    log.warning("knowledge search failed: %s", e)
+                    hits, notice = [], render.KNOWLEDGE_LOAD_NOTICE
                 rows = [self._row(h) for h in hits]
+                # Only an empty answer shows the count, and counting needs the chunk scan.
+                if not rows and notice is None:
+                    scanned = self._scanned(view)
+                    if scanned is None:
+                        notice = render.KNOWLEDGE_LOAD_NOTICE
+                    else:
+                        total = scanned.chunk_count
         text = render.render_blend(
             rows, top_k=top_k, total_chunks=total, detail=detail, max_tokens=max_tokens
         )
@@ -257,28 +290,22 @@ class KnowledgeTools:
 
     # ------------------------------------------------------------ expand / related
 
-    def _target(self, chunk_id: str) -> tuple[KnowledgeStore, KnowledgeChunk] | None:
+    def _target(self, chunk_id: str) -> tuple[StoreView, int] | None:
         if not self.config().enabled:
             return None
-        store, _ = self.knowledge()
-        if store is None:
+        view, _ = self.knowledge()
+        if view is None or self._scanned(view) is None:
             return None
-        for c in store.chunks:
-            if c.chunk_id == chunk_id:
-                return store, c
-        return None
+        i = view.index_of(chunk_id)
+        return None if i is None else (view, i)
 
     @staticmethod
-    def _sections(
-        store: KnowledgeStore, record_id: str, exclude: str | None
-    ) -> list[KnowledgeChunk]:
-        same = [c for c in store.chunks if c.record_id == record_id and c.chunk_id != exclude]
+    def _sections(view: StoreView, record_id: str, exclude: str | None) -> list[render.Section]:
+        """The record's sections in (start_line, chunk_id) order, minus `exclude`."""
+        same = [view.section(i) for i in view.same_record(record_id)]
+        same = [c for c in same if c.chunk_id != exclude]
         same.sort(key=lambda c: (c.start_line, c.chunk_id))
         return same
-
-    @staticmethod
-    def _section(c: KnowledgeChunk) -> render.Section:
-        return render.Section(c.record_id, c.start_line, c.end_line, c.kind, c.chunk_id, c.content)
 
     def expand_chunk(self, args: dict[str, Any]) -> ToolOutput:
         chunk_id = rs_trim(_str_arg(args, "chunk_id") or "")
@@ -298,15 +325,16 @@ class KnowledgeTools:
         if found is None:
             # No code index exists here, so the reference answers "not indexed yet".
             return ToolOutput(render.NOT_INDEXED_MESSAGE)
-        store, target = found
+        view, i = found
+        target = view.section(i)
         if scope == "body":
             return ToolOutput(target.content)
         disp = self.display(target.record_id)
         exclude = chunk_id if scope == "neighbors" else None
-        sections = self._sections(store, target.record_id, exclude)
+        sections = self._sections(view, target.record_id, exclude)
         if scope == "neighbors" and not sections:
             return ToolOutput(f"no same-document neighbours for {disp} in the knowledge store.")
-        blocks = [(self._section(c), c.content) for c in sections]
+        blocks = [(c, c.content) for c in sections]
         title = (
             f"document {disp} — {len(blocks)} section(s):"
             if scope == "file"
@@ -325,26 +353,30 @@ class KnowledgeTools:
         found = self._target(chunk_id)
         if found is None:
             return ToolOutput(render.NOT_INDEXED_MESSAGE)
-        store, target = found
-        disp = self.display(target.record_id)
-        sections = self._sections(store, target.record_id, chunk_id)[:top_k]
+        view, i = found
+        record_id = view.record_ids[i]
+        disp = self.display(record_id)
+        sections = self._sections(view, record_id, chunk_id)[:top_k]
         if not sections:
             return ToolOutput(f"no same-document neighbours for {disp} in the knowledge store.")
-        blocks = [(self._section(c), render.compact_body(c.content)) for c in sections]
+        blocks = [(c, render.compact_body(c.content)) for c in sections]
         title = f"related to {disp} in the same document — {len(blocks)} section(s):"
         return ToolOutput(render.render_group(title, blocks, self.display))
 
     # ------------------------------------------------------------ index_status
 
     def index_status(self, args: dict[str, Any] | None = None) -> ToolOutput:
-        from cce_knowledge.status import REMOTE_CACHE_SECONDS, try_knowledge_status
+        from cce_knowledge.status import REMOTE_CACHE_SECONDS, StoreFacts, try_knowledge_status
 
         text = render.not_indexed_status(str(self.root.absolute() / ".cce" / "index.json"))
-        store, _ = self.knowledge()
-        if store is None:
+        view, _ = self.knowledge()
+        if view is None or self._scanned(view) is None:
             return ToolOutput(text)
+        facts = StoreFacts(
+            view.schema, view.snapshot, view.records, view.chunk_count, view.data_as_of()
+        )
         st = try_knowledge_status(
-            self.root, store=store, timeout=self.remote_timeout, cache_for=REMOTE_CACHE_SECONDS
+            self.root, facts=facts, timeout=self.remote_timeout, cache_for=REMOTE_CACHE_SECONDS
         )
         if st is None:
             return ToolOutput(text)
