@@ -27,6 +27,7 @@ from cce_knowledge.rustcompat import rs_is_blank, rs_lines
 
 Kind = Literal["feed", "manifest", "suite"]
 KINDS: tuple[str, ...] = ("auto", "feed", "manifest", "suite")
+_MANIFEST_MAX_CHARS = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,8 @@ def detect_kind(name: str, text: str) -> Kind:
         if isinstance(first, dict) and first.get("schema") == ASK_SCHEMA_ID:
             return "suite"
         break
+    if len(text) > _MANIFEST_MAX_CHARS:
+        return "feed"  # a manifest is a few hundred bytes; don't rescan big feeds
     try:
         whole = scan_value(text.encode("utf-8", "surrogatepass"))
     except ScanError:
