@@ -382,3 +382,15 @@ def test_scanner_raises_only_scan_errors(data: bytes) -> None:
 def test_same_bytes_same_records() -> None:
     text = (FM / "crlf.jsonl").read_text(encoding="utf-8")
     assert parse_feed(text) == parse_feed(text)
+
+
+def test_docs_error_table_matches_the_parser() -> None:
+    import re
+
+    doc = (Path(__file__).parents[1] / "docs" / "contract.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([^`]+)` \| `+(.+?)`+ \|$", doc, flags=re.M)
+    assert len(rows) >= 8
+    for line, message in rows:
+        line = line.replace("{…,", '{"id":"a","title":"t","body":"b","source":"s",')
+        line = line.replace(",…}", ',"body":"b","source":"s"}')
+        assert _err(line) == f"line 1: invalid cce.knowledge/v1 record: {message.strip()}", line
