@@ -241,3 +241,59 @@ def test_embedding_codec_is_little_endian_base64() -> None:
         encode_embedding([0.0] * 256).endswith("=") and len(encode_embedding([0.0] * 256)) == 2732
     )
     assert decode_embedding("") == []
+
+
+# ---------------------------------------------------------------- import straight to store bytes
+
+
+def _many(n: int) -> KnowledgeStore:
+    return KnowledgeStore(
+        "0123456789abcdef",
+        n,
+        [
+            _chunk(record_id=f"r:{i}", content=f"# T\nbody {i} é", embedding=[i / 7, -1.5e-7, 0.0])
+            for i in range(n)
+        ],
+    )
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_import_to_store_bytes_matches_model_path(
+    jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cce_knowledge.sync.cck as cck
+
+    monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
+    for store in (_many(0), _many(1), _many(57)):
+        data = export_cck(store, "c").data
+        m, raw = cck.import_to_store_bytes(data, jobs=jobs)
+        assert raw == dumps(import_cck(data).store) == dumps(store)
+        assert m == import_cck(data).manifest
+
+
+def test_import_to_store_bytes_fixture_golden(fixture_store: KnowledgeStore) -> None:
+    import cce_knowledge.sync.cck as cck
+
+    _, raw = cck.import_to_store_bytes(export_cck(fixture_store, "fixture").data)
+    assert hashlib.sha256(raw).hexdigest() == STORE_SHA
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_import_to_store_bytes_reports_the_same_first_error(
+    jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cce_knowledge.sync.cck as cck
+
+    monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
+    lines = export_cck(_many(40), "c").data.split(b"\n")
+    lines[30] = lines[30].replace(b'"start_line":1', b'"start_line":"1"')
+    lines[35] = b"{broken"
+    bad = b"\n".join(lines)
+    with pytest.raises(CckError) as serial:
+        import_cck(bad)
+    with pytest.raises(CckError) as fast:
+        cck.import_to_store_bytes(bad, jobs=jobs)
+    assert fast.value.message == serial.value.message == "chunk missing integer field `start_line`"
+    flipped = export_cck(_many(40), "c").data.replace(b"body 3 ", b"body 4 ", 1)
+    with pytest.raises(CckError, match=r"^checksum mismatch"):
+        cck.import_to_store_bytes(flipped, jobs=jobs)

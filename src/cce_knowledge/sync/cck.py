@@ -15,13 +15,16 @@ import base64
 import binascii
 import hashlib
 import json
+import multiprocessing as mp
+import os
 import struct
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from cce_knowledge.errors import SyncError
-from cce_knowledge.jsonout import canonical
-from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
+from cce_knowledge.jsonout import canonical, json_str
+from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, chunk_json
 
 PHASE_A_REFUSAL = (
     "refusing to export a knowledge store without persisted embeddings (a Phase-A "
@@ -247,8 +250,8 @@ def _parse_chunk(piece: str) -> tuple[KnowledgeChunk, str]:
     return c, canonical(_chunk_obj(c, emb_text))
 
 
-def import_cck(data: bytes) -> CckArtifact:
-    """Parse and verify a `.cck` (§1.8). Raises CckError with the reference's wording."""
+def _split(data: bytes) -> tuple[CckManifest, list[str]]:
+    """Steps 1-4 of §1.8: decode, split, parse the manifest, check the line count."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -271,12 +274,6 @@ def import_cck(data: bytes) -> CckArtifact:
             f"artifact line count {len(pieces)} does not match chunk_count {chunk_count} "
             f"(expected {chunk_count + 1})"
         )
-    chunks: list[KnowledgeChunk] = []
-    lines: list[str] = []
-    for piece in pieces[1:]:
-        c, line = _parse_chunk(piece)
-        chunks.append(c)
-        lines.append(line)
     m = CckManifest(
         checksum=checksum,
         chunk_count=chunk_count,
@@ -286,16 +283,110 @@ def import_cck(data: bytes) -> CckArtifact:
         records=records,
         snapshot=snapshot,
     )
-    recomputed = _digest(m, _body(lines))
-    if recomputed != checksum:
-        raise CckError(f"checksum mismatch: manifest says {checksum}, recomputed {recomputed}")
-    store = KnowledgeStore(snapshot=snapshot, records=records, chunks=chunks, schema=contract)
+    return m, pieces
+
+
+def _check(m: CckManifest, recomputed: str) -> None:
+    if recomputed != m.checksum:
+        raise CckError(f"checksum mismatch: manifest says {m.checksum}, recomputed {recomputed}")
+
+
+def import_cck(data: bytes) -> CckArtifact:
+    """Parse and verify a `.cck` (§1.8). Raises CckError with the reference's wording."""
+    m, pieces = _split(data)
+    chunks: list[KnowledgeChunk] = []
+    lines: list[str] = []
+    for piece in pieces[1:]:
+        c, line = _parse_chunk(piece)
+        chunks.append(c)
+        lines.append(line)
+    _check(m, _digest(m, _body(lines)))
+    store = KnowledgeStore(snapshot=m.snapshot, records=m.records, chunks=chunks, schema=m.contract)
     return CckArtifact(manifest=m, store=store, data=data)
+
+
+# ---------------------------------------------------------------- import straight to store bytes
+
+#: Below this many chunks a worker pool costs more than it saves.
+PARALLEL_MIN_CHUNKS = 4000
+_WORK_PIECES: list[str] = []
+
+
+def _render_slice(bounds: tuple[int, int]) -> tuple[bytes, bytes]:
+    """(canonical body bytes, store chunk texts joined by ",\n") for pieces[lo:hi]."""
+    lo, hi = bounds
+    canon: list[str] = []
+    texts: list[str] = []
+    for piece in _WORK_PIECES[lo:hi]:
+        c, line = _parse_chunk(piece)
+        canon.append(line)
+        texts.append(chunk_json(c))
+    return _body(canon), ",\n".join(texts).encode("utf-8")
+
+
+def _workers(jobs: int | None) -> int:
+    if jobs is not None:
+        return max(1, jobs)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckManifest, bytes]:
+    """Verify a `.cck` and render the native store bytes without building the model.
+
+    Same checks, same first error, same bytes as `dumps(import_cck(data).store)`; large
+    artifacts are parsed and rendered by forked workers over contiguous slices.
+    """
+    global _WORK_PIECES
+    m, pieces = _split(data)
+    n = len(pieces) - 1
+    workers = min(_workers(jobs), max(1, n // (PARALLEL_MIN_CHUNKS // 2)))
+    if n < PARALLEL_MIN_CHUNKS or workers < 2 or "fork" not in mp.get_all_start_methods():
+        _WORK_PIECES = pieces
+        try:
+            parts = [_render_slice((1, n + 1))]
+        finally:
+            _WORK_PIECES = []
+    else:
+        step = -(-n // (workers * 4))
+        bounds = [(lo, min(lo + step, n + 1)) for lo in range(1, n + 1, step)]
+        _WORK_PIECES = pieces  # inherited by the forked workers, never pickled
+        try:
+            ctx = mp.get_context("fork")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                parts = list(pool.map(_render_slice, bounds))
+        finally:
+            _WORK_PIECES = []
+    h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+    for body, _ in parts:
+        h.update(body)
+    _check(m, h.hexdigest())
+    head = (
+        "{\n"
+        f'  "schema": {json_str(m.contract)},\n'
+        f'  "snapshot": {json_str(m.snapshot)},\n'
+        f'  "records": {m.records},\n'
+    ).encode()
+    segs = [seg for _, seg in parts if seg]
+    if not segs:
+        return m, head + b'  "chunks": []\n}\n'
+    return m, head + b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n"
 
 
 def import_keyed(key: str, data: bytes) -> CckArtifact:
     """`import_cck` for an artifact fetched from the cache: errors name the key."""
     try:
         return import_cck(data)
+    except CckError as e:
+        raise CckError(f"{key}: {e.message}") from e
+
+
+def import_keyed_to_store_bytes(
+    key: str, data: bytes, jobs: int | None = None
+) -> tuple[CckManifest, bytes]:
+    try:
+        return import_to_store_bytes(data, jobs)
     except CckError as e:
         raise CckError(f"{key}: {e.message}") from e

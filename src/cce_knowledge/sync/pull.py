@@ -15,9 +15,9 @@ from pathlib import Path
 
 from cce_knowledge.atomic import atomic_write
 from cce_knowledge.errors import CceError, SyncError
-from cce_knowledge.store import display_dir, dumps, knowledge_dir, prune_other_snapshots
+from cce_knowledge.store import display_dir, knowledge_dir, prune_other_snapshots
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.cck import CckArtifact, import_keyed
+from cce_knowledge.sync.cck import CckManifest, import_keyed_to_store_bytes
 from cce_knowledge.sync.gitcache import GitCache, open_cache
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
@@ -62,15 +62,19 @@ def check_marker_guard(root: str | os.PathLike[str], corpus_id: str) -> None:
 
 
 def install(
-    root: str | os.PathLike[str], art: CckArtifact, corpus_id: str, requested: str
+    root: str | os.PathLike[str],
+    manifest: CckManifest,
+    store_bytes: bytes,
+    corpus_id: str,
+    requested: str,
 ) -> tuple[Path, str | None]:
     """Write snapshot → read back → marker → `current` → prune. Returns (path, sha256)."""
     d = knowledge_dir(root)
-    snap = art.manifest.snapshot
+    snap = manifest.snapshot
     path = d / f"{snap}.json"
     try:
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, dumps(art.store))
+        atomic_write(path, store_bytes)
     except OSError as e:
         raise SyncError(f"could not write the knowledge store under {os.fspath(root)}: {e}") from e
     try:
@@ -78,7 +82,7 @@ def install(
     except OSError:
         installed = None
     try:
-        write_marker(root, SyncMarker(corpus_id, requested, art.checksum, installed))
+        write_marker(root, SyncMarker(corpus_id, requested, manifest.checksum, installed))
     except OSError as e:
         raise SyncError(f"could not write the knowledge sync marker: {e}") from e
     try:
@@ -91,9 +95,10 @@ def install(
     return path, installed
 
 
-def fetch_artifact(cache: GitCache, corpus_id: str, snapshot: str) -> CckArtifact:
+def fetch_store_bytes(cache: GitCache, corpus_id: str, snapshot: str) -> tuple[CckManifest, bytes]:
+    """Fetch and verify an artifact; return its manifest and the native store bytes."""
     key = K.artifact_key(corpus_id, snapshot)
-    return import_keyed(key, cache.get(key))
+    return import_keyed_to_store_bytes(key, cache.get(key))
 
 
 def pull_corpus(
@@ -119,22 +124,24 @@ def pull_corpus(
                 K.check_snapshot_arg(snapshot)
         if not force:
             check_marker_guard(root, corpus_id)
-        art = fetch_artifact(cache, corpus_id, snapshot)
+        data = cache.get(K.artifact_key(corpus_id, snapshot))
+    manifest, store_bytes = import_keyed_to_store_bytes(K.artifact_key(corpus_id, snapshot), data)
+    del data
     # Never trust the manifest to name a file path outside the knowledge dir.
-    if not K.is_snapshot_id(art.manifest.snapshot):
+    if not K.is_snapshot_id(manifest.snapshot):
         raise SyncError(
             f"{K.artifact_key(corpus_id, snapshot)}: manifest snapshot "
-            f"`{art.manifest.snapshot}` is not a 16-hex snapshot id"
+            f"`{manifest.snapshot}` is not a 16-hex snapshot id"
         )
-    path, installed = install(root, art, corpus_id, snapshot)
+    path, installed = install(root, manifest, store_bytes, corpus_id, snapshot)
     return PullResult(
         corpus_id=corpus_id,
         snapshot=snapshot,
-        checksum=art.checksum,
-        records=art.manifest.records,
-        chunks=art.manifest.chunk_count,
+        checksum=manifest.checksum,
+        records=manifest.records,
+        chunks=manifest.chunk_count,
         store_path=path,
         installed_sha256=installed,
         remote=rem.display,
-        store_display=f"{display_dir(root)}/{art.manifest.snapshot}.json",
+        store_display=f"{display_dir(root)}/{manifest.snapshot}.json",
     )
