@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.atomic import dir_lock
@@ -25,7 +26,7 @@ from cce_knowledge.config import load_knowledge_config, load_markdown_config
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.engine.embed import hash_embed_bytes
-from cce_knowledge.engine.markdown import chunk_markdown
+from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redactor import redact
 from cce_knowledge.errors import CceError, ContractError
 from cce_knowledge.jsonout import json_str
@@ -35,6 +36,7 @@ from cce_knowledge.store import (
     KnowledgeStore,
     chunk_json,
     display_dir,
+    embedding_json,
     knowledge_dir,
     save_store_bytes,
 )
@@ -56,44 +58,80 @@ def _opt(v: str | None) -> str | None:
     return None if v is None else redact(v)
 
 
+def _facets(rec: KnowledgeRecord) -> dict[str, Any]:
+    """Every facet redacted on its own (title after trimming); the id stays raw."""
+    return {
+        "record_id": rec.id,
+        "source": redact(rec.source),
+        "url": _opt(rec.url),
+        "state": _opt(rec.state),
+        "state_reason": _opt(rec.state_reason),
+        "updated_at": _opt(rec.updated_at),
+        "group": _opt(rec.group),
+        "labels": [redact(x) for x in rec.labels],
+        "title": redact(rs_trim(rec.title)),
+        "links": [redact(x) for x in rec.links],
+    }
+
+
+def _sections(rec: KnowledgeRecord, budget: int) -> list[MdChunk]:
+    return chunk_markdown(rec.id, redact(render_document(rec)), budget)
+
+
+def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> KnowledgeChunk:
+    f = facets
+    return KnowledgeChunk(
+        chunk_id=c.chunk_id,
+        record_id=f["record_id"],
+        kind=c.kind,
+        name=c.name,
+        start_line=c.start_line,
+        end_line=c.end_line,
+        token_count=c.token_count,
+        content=c.content,
+        source=f["source"],
+        url=f["url"],
+        state=f["state"],
+        state_reason=f["state_reason"],
+        updated_at=f["updated_at"],
+        group=f["group"],
+        labels=list(f["labels"]),
+        title=f["title"],
+        links=list(f["links"]),
+        embedding=embedding,
+    )
+
+
 def record_chunks(rec: KnowledgeRecord, budget: int) -> list[KnowledgeChunk]:
     """The store chunks of one record, in chunker order."""
-    doc = redact(render_document(rec))
-    md = chunk_markdown(rec.id, doc, budget)
+    md = _sections(rec, budget)
     if not md:
         return []
-    source = redact(rec.source)
-    url = _opt(rec.url)
-    state = _opt(rec.state)
-    state_reason = _opt(rec.state_reason)
-    updated_at = _opt(rec.updated_at)
-    group = _opt(rec.group)
-    labels = [redact(x) for x in rec.labels]
-    title = redact(rs_trim(rec.title))
-    links = [redact(x) for x in rec.links]
-    return [
-        KnowledgeChunk(
-            chunk_id=c.chunk_id,
-            record_id=rec.id,
-            kind=c.kind,
-            name=c.name,
-            start_line=c.start_line,
-            end_line=c.end_line,
-            token_count=c.token_count,
-            content=c.content,
-            source=source,
-            url=url,
-            state=state,
-            state_reason=state_reason,
-            updated_at=updated_at,
-            group=group,
-            labels=list(labels),
-            title=title,
-            links=list(links),
-            embedding=hash_embed_bytes(c.raw),
-        )
-        for c in md
-    ]
+    facets = _facets(rec)
+    return [_store_chunk(c, facets, hash_embed_bytes(c.raw)) for c in md]
+
+
+def record_chunk_texts(rec: KnowledgeRecord, budget: int, cache: dict[bytes, str]) -> list[str]:
+    """`chunk_json` of each chunk of one record. `cache` maps section bytes to their
+    embedding text: identical sections (templates, boilerplate) embed and format once."""
+    md = _sections(rec, budget)
+    if not md:
+        return []
+    facets = _facets(rec)
+    out: list[str] = []
+    for c in md:
+        emb = cache.get(c.raw)
+        if emb is None:
+            emb = embedding_json(hash_embed_bytes(c.raw))
+            if len(cache) < _EMBED_CACHE_MAX:
+                cache[c.raw] = emb
+        out.append(chunk_json(_store_chunk(c, facets, []), emb))
+    return out
+
+
+_EMBED_CACHE_MAX = 4096
+#: Per-process (so per-worker) section bytes -> embedding text.
+_EMBED_TEXT_CACHE: dict[bytes, str] = {}
 
 
 def _decode_feed(raw: bytes) -> str:
@@ -164,7 +202,7 @@ def _render_segment(args: tuple[bytes, int, int]) -> tuple[str, int, int, bytes]
         return "parse", 0, 0, msg.encode("utf-8")
     texts: list[str] = []
     for rec in records:
-        texts.extend(chunk_json(c) for c in record_chunks(rec, budget))
+        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE))
     return "ok", len(records), len(texts), ",\n".join(texts).encode("utf-8")
 
 

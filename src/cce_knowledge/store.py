@@ -123,9 +123,19 @@ def _float_list(values: list[float], ind: str) -> str:
     return "[\n" + ind + "  " + inner.join(_float_texts(values)) + "\n" + ind + "]"
 
 
-def chunk_json(c: KnowledgeChunk) -> str:
-    """One chunk object as it appears inside the store's `chunks` array (indent 4)."""
+def embedding_json(values: list[float]) -> str:
+    """The `embedding` array text exactly as `chunk_json` writes it."""
+    return _float_list(values, "      ")
+
+
+def chunk_json(c: KnowledgeChunk, embedding_text: str | None = None) -> str:
+    """One chunk object as it appears inside the store's `chunks` array (indent 4).
+
+    `embedding_text` (from `embedding_json`) replaces rendering `c.embedding`, so a
+    writer can reuse the text of an identical section seen before.
+    """
     i = "      "
+    emb = embedding_text if embedding_text is not None else _float_list(c.embedding, i)
     return (
         "    {\n"
         f'{i}"chunk_id": {json_str(c.chunk_id)},\n'
@@ -145,7 +155,7 @@ def chunk_json(c: KnowledgeChunk) -> str:
         f'{i}"labels": {_str_list(c.labels, i)},\n'
         f'{i}"title": {json_str(c.title)},\n'
         f'{i}"links": {_str_list(c.links, i)},\n'
-        f'{i}"embedding": {_float_list(c.embedding, i)}\n'
+        f'{i}"embedding": {emb}\n'
         "    }"
     )
 
