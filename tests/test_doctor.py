@@ -227,3 +227,14 @@ def test_scrub_scan_agrees_with_the_redactor(tmp_path: Path) -> None:
     for c in st.chunks:
         for v in (c.content, c.title, c.source, *c.labels, *c.links):
             assert redact(v) == v
+
+
+def test_docs_page_shows_the_real_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cce_knowledge.cli.main import build_parser
+
+    monkeypatch.setenv("COLUMNS", "100")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    help_text = sub.choices["doctor"].format_help().rstrip("\n")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "cli" / "doctor.md").read_text()
+    assert f"```text\n{help_text}\n```" in page

@@ -257,3 +257,25 @@ _secret = st.text(
 def test_stripped_remote_never_contains_the_secret(user: str, secret: str, path: str) -> None:
     shown = strip_credentials(f"https://{user}:{secret}@git.example.test{path}")
     assert shown == f"https://git.example.test{path}"
+
+
+def _help(*path: str) -> str:
+    from cce_knowledge.cli.main import build_parser
+
+    p = build_parser()
+    for name in path:
+        sub = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")
+        p = sub.choices[name]
+    return p.format_help().rstrip("\n")
+
+
+@pytest.mark.parametrize(
+    ("page", "path"),
+    [("status.md", ("knowledge", "status")), ("mcp.md", ("mcp",)), ("doctor.md", ("doctor",))],
+)
+def test_docs_pages_show_the_real_help(
+    page: str, path: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli" / page).read_text()
+    assert f"```text\n{_help(*path)}\n```" in text

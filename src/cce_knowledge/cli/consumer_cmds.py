@@ -24,6 +24,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
             "whether the installed bytes still match the pull record, and — best effort,\n"
             "bounded by --timeout — whether the remote corpus has moved on."
         ),
+        epilog="exit status: 0 reported, 1 no store (or it cannot be loaded), 2 usage error",
     )
     add_dir(p)
     p.add_argument(
@@ -54,6 +55,7 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
             "The store loads once and reloads when `current` moves (pull/re-index).\n"
             "stdout carries only the protocol; logs go to stderr (level: $CCE_MCP_LOG)."
         ),
+        epilog="exit status: 0 when the client closes the session, 2 usage error",
     )
     add_dir(m)
     m.add_argument(
@@ -74,6 +76,10 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
             "un-redacted facets and secret-shaped record ids (shown redacted), pulled\n"
             "bytes vs the install record, and a stale derived search index.\n"
             "Exit 1 only on definite corruption; advisories keep exit 0."
+        ),
+        epilog=(
+            "exit status: 0 healthy (advisories allowed), 1 a FAIL line or nothing to check,\n"
+            "2 usage error"
         ),
     )
     add_dir(d)
