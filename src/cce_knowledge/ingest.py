@@ -10,7 +10,6 @@ order so the bytes never depend on the worker count.
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing as mp
 import os
 import re
@@ -23,6 +22,7 @@ from typing import Any
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.atomic import dir_lock
 from cce_knowledge.config import load_knowledge_config, load_markdown_config
+from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.engine.embed import hash_embed_bytes
@@ -30,7 +30,7 @@ from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redactor import redact
 from cce_knowledge.errors import CceError, ContractError
 from cce_knowledge.jsonout import json_str
-from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.rustcompat import rs_trim
 from cce_knowledge.store import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -291,89 +291,10 @@ def _io(e: OSError) -> str:
     return str(e)
 
 
-def _read_text(path: str, what: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise CceError(f"could not read {what}{path}: {_io(e)}") from e
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CceError(f"could not read {what}{path}: {UTF8_ERROR}") from e
-
-
 def check_manifest(path: str, raw: bytes, records: int) -> None:
-    """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed (§9).
-
-    Uses the contract room's manifest module; the local reader below is only a
-    fallback for a tree where that module is absent.
-    """
-    try:
-        from cce_knowledge.contract.manifest import read_manifest, verify_manifest
-    except ImportError:
-        text = _read_text(path, "feed manifest ")
-        declared_records, declared_sha = _parse_manifest_local(text)
-        problem = _verify_local(declared_records, declared_sha, raw, records)
-        if problem is not None:
-            raise ContractError(problem) from None
-        return
-    verify_manifest(read_manifest(path), raw, records)
-
-
-def _verify_local(declared_records: int, declared_sha: str, raw: bytes, records: int) -> str | None:
-    declared = ascii_lower(rs_trim(declared_sha))
-    if len(declared) != 64 or any(c not in "0123456789abcdef" for c in declared):
-        return f"feed manifest sha256 is not a 64-char hex digest: {rust_debug_str(declared_sha)}"
-    if declared_records != records:
-        return (
-            f"feed does not match its manifest: manifest declares {declared_records} record(s), "
-            f"feed has {records} \u2014 the feed is truncated or incomplete"
-        )
-    actual = hashlib.sha256(raw).hexdigest()
-    if declared != actual:
-        return (
-            "feed does not match its manifest checksum (truncated, corrupt, or misdirected feed): "
-            f"manifest sha256 {declared}, feed sha256 {actual}"
-        )
-    return None
-
-
-def _parse_manifest_local(text: str) -> tuple[int, str]:
-    def fail(msg: str) -> ContractError:
-        return ContractError(f"invalid cce.feed-manifest/v1 manifest: {msg}")
-
-    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
-        seen: dict[str, object] = {}
-        for k, v in items:
-            if k in seen and k in ("records", "sha256", "schema"):
-                raise fail(f"duplicate field `{k}`")
-            seen[k] = v
-        return seen
-
-    def no_const(name: str) -> object:
-        raise fail("expected value")
-
-    try:
-        obj = json.loads(text, object_pairs_hook=pairs, parse_constant=no_const)
-    except ContractError:
-        raise
-    except (ValueError, RecursionError) as e:
-        raise fail(str(e)) from e
-    if not isinstance(obj, dict):
-        raise fail("invalid type, expected struct FeedManifest")
-    for key in ("records", "sha256"):
-        if key not in obj:
-            raise fail(f"missing field `{key}`")
-    recs = obj["records"]
-    if isinstance(recs, bool) or not isinstance(recs, int) or not 0 <= recs < 2**64:
-        raise fail("invalid type for `records`, expected usize")
-    sha = obj["sha256"]
-    if not isinstance(sha, str):
-        raise fail("invalid type for `sha256`, expected a string")
-    schema = obj.get("schema")
-    if schema is not None and not isinstance(schema, str):
-        raise fail("invalid type for `schema`, expected a string")
-    return recs, sha
+    """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed (§9)."""
+    manifest = read_manifest(path)
+    verify_manifest(manifest, raw, records)
 
 
 # ---------------------------------------------------------------- the index step
