@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.errors import StoreError, UsageError
+from cce_knowledge.errors import StoreError
 from cce_knowledge.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
 from cce_knowledge.store import KnowledgeStore, knowledge_dir, load_current
@@ -196,7 +196,7 @@ def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None
 def run_doctor(
     root: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None
 ) -> DoctorOutcome:
-    """The whole report. Raises UsageError-like CceErrors only for "nothing to check"."""
+    """The whole report. Raises StoreError (exit 1) only when there is nothing to check."""
     if redact is None:
         from cce_knowledge.engine.redactor import redact as _redact
 
@@ -204,11 +204,11 @@ def run_doctor(
     shown = os.fspath(root)
     rootp = Path(shown)
     if not rootp.is_dir():
-        raise _NotADirectory(f"not a directory: {shown}")
+        raise StoreError(f"not a directory: {shown}")
     code_index = rootp / ".cce" / "index.json"
     has_knowledge = (knowledge_dir(rootp) / "current").exists()
     if not code_index.exists() and not has_knowledge:
-        raise _NoStore(f"no store at {shown}/.cce/index.json — index first (`cce index {shown}`)")
+        raise StoreError(f"no store at {shown}/.cce/index.json — index first (`cce index {shown}`)")
     r = Report()
     r.line(f"cce doctor — {shown}")
     if code_index.exists():
@@ -222,11 +222,3 @@ def run_doctor(
         f"{r.advisories} advisor{_plural(r.advisories, 'y', 'ies')}"
     )
     return DoctorOutcome(report=r.text, failures=r.failures, advisories=r.advisories)
-
-
-class _NoStore(StoreError):
-    """Nothing to examine at the root (exit 1, like the reference)."""
-
-
-class _NotADirectory(UsageError):
-    exit_code = 1
