@@ -185,12 +185,28 @@ class StoreView:
         )
 
 
-def current_signature(root: Path) -> Signature | None:
-    """(snapshot, size, mtime) of the store `current` names; None when absent."""
-    from cce_knowledge.store import read_current, store_path
+_POINTERS: dict[Path, tuple[tuple[int, int, int], str]] = {}
 
+
+def current_signature(root: Path) -> Signature | None:
+    """(snapshot, size, mtime) of the store `current` names; None when absent.
+
+    Called on every tool call, so the pointer's text is re-read only when its inode,
+    size or mtime changes (`current` is replaced by an atomic rename on every move).
+    """
+    from cce_knowledge.rustcompat import rs_trim
+    from cce_knowledge.store import knowledge_dir, store_path
+
+    pointer = knowledge_dir(root) / "current"
     try:
-        snap = read_current(root)
+        pst = os.stat(pointer)
+        key = (pst.st_ino, pst.st_size, pst.st_mtime_ns)
+        hit = _POINTERS.get(root)
+        if hit is not None and hit[0] == key:
+            snap = hit[1]
+        else:
+            snap = rs_trim(pointer.read_text(encoding="utf-8"))
+            _POINTERS[root] = (key, snap)
         st = os.stat(store_path(root, snap))
     except (OSError, UnicodeDecodeError):
         return None

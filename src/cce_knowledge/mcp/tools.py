@@ -232,10 +232,11 @@ class KnowledgeTools:
         if not query:
             return ToolOutput("context_search requires a non-empty `query`.", True)
         cfg = self.config()
+        # One look at `current` per call: it decides the default source and is served.
+        view, present = self.knowledge() if cfg.enabled else (None, False)
         source = rs_trim(_str_arg(args, "source") or "")
         if source not in ("code", "knowledge", "both"):
-            present = current_signature(self.root) is not None
-            source = cfg.default_source if cfg.enabled and present else "code"
+            source = cfg.default_source if present else "code"
         if source == "code":
             return ToolOutput(render.NOT_INDEXED_MESSAGE)
         top_k = _pos_int(args.get("top_k")) or DEFAULT_TOP_K
@@ -251,7 +252,6 @@ class KnowledgeTools:
         rows: list[render.BlendRow] = []
         total = 0
         if cfg.enabled:
-            view, present = self.knowledge()
             if view is None and present:
                 notice = render.KNOWLEDGE_LOAD_NOTICE
             elif view is not None:
