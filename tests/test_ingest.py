@@ -173,3 +173,15 @@ def test_same_bytes_in_same_bytes_out(lines: list[str], budget: int) -> None:
     assert store.records == len(lines)
     for c in store.chunks:
         assert redact(c.content) == c.content
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | st.text(max_size=300).map(lambda s: s.encode("utf-8", "surrogatepass")))
+def test_arbitrary_bytes_raise_only_typed_errors(raw: bytes) -> None:
+    try:
+        res, data = index_feed(raw, 400, 1)
+    except ContractError as e:
+        assert e.message == UTF8_ERROR or e.message.startswith("line ")
+    else:
+        assert data == dumps(ingest_feed(raw))
+        assert res.snapshot == snapshot_id(raw)

@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,8 +246,12 @@ def render_feed(
         target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
         segs = _segments(raw, target)
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            results = list(pool.map(_render_segment, ((raw[a:b], ln, budget) for a, b, ln in segs)))
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                jobs = ((raw[a:b], ln, budget) for a, b, ln in segs)
+                results = list(pool.map(_render_segment, jobs))
+        except BrokenProcessPool as e:
+            raise CceError(f"an index worker process died: {e}") from e
     if any(r[0] == "utf8" for r in results):
         raise ContractError(UTF8_ERROR)
     for status, _, _, payload in results:
