@@ -13,7 +13,7 @@ import fcntl
 import itertools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from cce_knowledge.errors import CceError
@@ -23,15 +23,21 @@ _seq = itertools.count()
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` atomically (all or nothing)."""
+    atomic_write_parts(path, (data,))
+
+
+def atomic_write_parts(path: str | os.PathLike[str], parts: Iterable[bytes]) -> None:
+    """`atomic_write` of the concatenation of `parts`, without joining them in memory."""
     dest = Path(path)
     tmp = dest.parent / f".{dest.name}.tmp.{os.getpid()}.{next(_seq)}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            for data in parts:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
             os.fsync(fd)
         finally:
             os.close(fd)

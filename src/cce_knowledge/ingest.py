@@ -230,7 +230,15 @@ def default_workers() -> int:
 def render_feed(
     raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
 ) -> tuple[IndexResult, bytes]:
-    """Parse, ingest and render a feed straight to store bytes.
+    """Parse, ingest and render a feed straight to store bytes (see `render_feed_parts`)."""
+    result, parts = render_feed_parts(raw, budget, workers)
+    return result, b"".join(parts)
+
+
+def render_feed_parts(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+) -> tuple[IndexResult, list[bytes]]:
+    """Parse, ingest and render a feed to store-file parts (concatenate to get the file).
 
     With `workers > 1` the feed is cut into line-aligned slices that worker processes
     parse and render; results are reassembled in feed order, so the bytes never depend
@@ -241,7 +249,10 @@ def render_feed(
         budget = DEFAULT_BUDGET
     snapshot = snapshot_id(raw)
     if workers <= 1 or len(raw) < _PARALLEL_MIN_BYTES:
-        results = [_render_segment((raw, 1, budget))]
+        # Slices bound the transient text of one render to a few MB.
+        results = [_render_segment((raw[a:b], ln, budget)) for a, b, ln in _segments(raw, _MAX_SEGMENT)]
+        if not results:
+            results = [_render_segment((b"", 1, budget))]
     else:
         target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
         segs = _segments(raw, target)
@@ -265,12 +276,17 @@ def render_feed(
         f'  "snapshot": {json_str(snapshot)},\n'
         f'  "records": {records},\n'
     ).encode()
-    parts = [r[3] for r in results if r[2]]
-    if not parts:
-        data = head + b'  "chunks": []\n}\n'
-    else:
-        data = b"".join([head, b'  "chunks": [\n', b",\n".join(parts), b"\n  ]\n}\n"])
-    return IndexResult(snapshot, records, chunks), data
+    bodies = [r[3] for r in results if r[2]]
+    if not bodies:
+        return IndexResult(snapshot, records, chunks), [head, b'  "chunks": []\n}\n']
+    # Kept as parts: the file is written piecewise, never joined in memory.
+    parts = [head, b'  "chunks": [\n']
+    for i, body in enumerate(bodies):
+        if i:
+            parts.append(b",\n")
+        parts.append(body)
+    parts.append(b"\n  ]\n}\n")
+    return IndexResult(snapshot, records, chunks), parts
 
 
 def index_feed(
@@ -327,7 +343,7 @@ def index_to_root(
     except OSError as e:
         raise CceError(f"could not read {feed}: {_io(e)}") from e
     try:
-        result, data = render_feed(raw, budget, jobs or default_workers())
+        result, parts = render_feed_parts(raw, budget, jobs or default_workers())
     except ContractError as e:
         if e.message == UTF8_ERROR:
             raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
@@ -337,7 +353,7 @@ def index_to_root(
     del raw
     try:
         with dir_lock(knowledge_dir(root), what="knowledge index"):
-            save_store_bytes(root, result.snapshot, data)
+            save_store_bytes(root, result.snapshot, parts)
     except OSError as e:
         raise CceError(f"could not write knowledge store: {_io(e)}") from e
     result.store_display = f"{display_dir(root)}/{result.snapshot}.json"

@@ -13,12 +13,13 @@ import os
 import re
 import struct
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.atomic import atomic_write
+from cce_knowledge.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.errors import StoreError
 from cce_knowledge.jsonout import json_str
 from cce_knowledge.rustcompat import rs_trim, serde_f64
@@ -298,12 +299,14 @@ def prune_other_snapshots(root: str | os.PathLike[str], keep: str) -> None:
                 pass
 
 
-def save_store_bytes(root: str | os.PathLike[str], snapshot: str, data: bytes) -> Path:
-    """Write `<snapshot>.json`, then `current`, then prune (the reference's save order)."""
+def save_store_bytes(root: str | os.PathLike[str], snapshot: str, data: bytes | Sequence[bytes]) -> Path:
+    """Write `<snapshot>.json`, then `current`, then prune (the reference's save order).
+
+    `data` may be a sequence of parts whose concatenation is the store file."""
     d = knowledge_dir(root)
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{snapshot}.json"
-    atomic_write(path, data)
+    atomic_write_parts(path, (data,) if isinstance(data, bytes) else data)
     atomic_write(d / "current", f"{snapshot}\n".encode())
     prune_other_snapshots(root, snapshot)
     return path
