@@ -297,3 +297,19 @@ def test_import_to_store_bytes_reports_the_same_first_error(
     flipped = export_cck(_many(40), "c").data.replace(b"body 3 ", b"body 4 ", 1)
     with pytest.raises(CckError, match=r"^checksum mismatch"):
         cck.import_to_store_bytes(flipped, jobs=jobs)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_chunk_digests_match_the_model(jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cce_knowledge.sync.cck as cck
+    from cce_knowledge.sync.guard import digests_from_chunks, record_digests
+
+    monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
+    store = _many(33)
+    data = export_cck(store, "c").data
+    m, pairs = cck.import_chunk_digests(data, jobs=jobs)
+    assert m == import_cck(data).manifest
+    assert [rid for rid, _ in pairs] == [c.record_id for c in store.chunks]
+    assert digests_from_chunks(pairs) == record_digests(store)
+    with pytest.raises(CckError, match=r"^checksum mismatch"):
+        cck.import_chunk_digests(data.replace(b"body 3 ", b"body 4 ", 1), jobs=jobs)

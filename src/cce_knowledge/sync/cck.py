@@ -18,9 +18,10 @@ import json
 import multiprocessing as mp
 import os
 import struct
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cce_knowledge.errors import SyncError
 from cce_knowledge.jsonout import canonical, json_str
@@ -81,6 +82,11 @@ def encode_embedding(values: list[float]) -> str:
 
 def decode_embedding(text: str) -> list[float]:
     """Strict inverse of `encode_embedding` (canonical padding and trailing bits)."""
+    raw = _embedding_bytes(text)
+    return list(struct.unpack(f"<{len(raw) // 8}d", raw))
+
+
+def _embedding_bytes(text: str) -> bytes:
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError) as e:
@@ -90,7 +96,7 @@ def decode_embedding(text: str) -> list[float]:
         raise CckError("bad embedding base64: non-canonical encoding")
     if len(raw) % 8:
         raise CckError(f"embedding byte length {len(raw)} is not a multiple of 8")
-    return list(struct.unpack(f"<{len(raw) // 8}d", raw))
+    return raw
 
 
 # ---------------------------------------------------------------- export
@@ -220,12 +226,14 @@ def _loads(piece: str, what: str) -> dict[str, Any]:
     return obj
 
 
-def _parse_chunk(piece: str) -> tuple[KnowledgeChunk, str]:
+def _parse_chunk(piece: str, unpack: bool = True) -> tuple[KnowledgeChunk, str]:
+    """(typed chunk, canonical line). `unpack=False` validates but skips the floats."""
     o = _loads(piece, "chunk")
     emb_text = o.get("embedding")
     if not isinstance(emb_text, str):
         raise CckError("chunk missing string field `embedding`")
-    embedding = decode_embedding(emb_text)
+    raw = _embedding_bytes(emb_text)
+    embedding = list(struct.unpack(f"<{len(raw) // 8}d", raw)) if unpack else []
     c = KnowledgeChunk(
         chunk_id=_c_str(o, "chunk_id"),
         record_id=_c_str(o, "record_id"),
@@ -310,10 +318,11 @@ def import_cck(data: bytes) -> CckArtifact:
 #: Below this many chunks a worker pool costs more than it saves.
 PARALLEL_MIN_CHUNKS = 4000
 _WORK_PIECES: list[str] = []
+_T = TypeVar("_T")
 
 
 def _render_slice(bounds: tuple[int, int]) -> tuple[bytes, bytes]:
-    """(canonical body bytes, store chunk texts joined by ",\n") for pieces[lo:hi]."""
+    """(canonical body bytes, store chunk texts joined by ",\\n") for a slice."""
     lo, hi = bounds
     canon: list[str] = []
     texts: list[str] = []
@@ -333,36 +342,41 @@ def _workers(jobs: int | None) -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _run_slices(
+    pieces: list[str], fn: Callable[[tuple[int, int]], _T], jobs: int | None
+) -> list[_T]:
+    """fn over contiguous slices of pieces[1:], in order; forked workers when it pays."""
+    global _WORK_PIECES
+    n = len(pieces) - 1
+    workers = min(_workers(jobs), max(1, n // (PARALLEL_MIN_CHUNKS // 2)))
+    _WORK_PIECES = pieces  # inherited by forked workers, never pickled
+    try:
+        if n < PARALLEL_MIN_CHUNKS or workers < 2 or "fork" not in mp.get_all_start_methods():
+            return [fn((1, n + 1))]
+        step = -(-n // (workers * 4))
+        bounds = [(lo, min(lo + step, n + 1)) for lo in range(1, n + 1, step)]
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(fn, bounds))
+    finally:
+        _WORK_PIECES = []
+
+
+def _verify_parts(m: CckManifest, bodies: list[bytes]) -> None:
+    h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+    for body in bodies:
+        h.update(body)
+    _check(m, h.hexdigest())
+
+
 def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckManifest, bytes]:
     """Verify a `.cck` and render the native store bytes without building the model.
 
     Same checks, same first error, same bytes as `dumps(import_cck(data).store)`; large
     artifacts are parsed and rendered by forked workers over contiguous slices.
     """
-    global _WORK_PIECES
     m, pieces = _split(data)
-    n = len(pieces) - 1
-    workers = min(_workers(jobs), max(1, n // (PARALLEL_MIN_CHUNKS // 2)))
-    if n < PARALLEL_MIN_CHUNKS or workers < 2 or "fork" not in mp.get_all_start_methods():
-        _WORK_PIECES = pieces
-        try:
-            parts = [_render_slice((1, n + 1))]
-        finally:
-            _WORK_PIECES = []
-    else:
-        step = -(-n // (workers * 4))
-        bounds = [(lo, min(lo + step, n + 1)) for lo in range(1, n + 1, step)]
-        _WORK_PIECES = pieces  # inherited by the forked workers, never pickled
-        try:
-            ctx = mp.get_context("fork")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                parts = list(pool.map(_render_slice, bounds))
-        finally:
-            _WORK_PIECES = []
-    h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
-    for body, _ in parts:
-        h.update(body)
-    _check(m, h.hexdigest())
+    parts = _run_slices(pieces, _render_slice, jobs)
+    _verify_parts(m, [body for body, _ in parts])
     head = (
         "{\n"
         f'  "schema": {json_str(m.contract)},\n'
@@ -375,10 +389,49 @@ def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckMani
     return m, head + b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n"
 
 
+def chunk_digest(content: str) -> bytes:
+    """SHA-256 of a chunk's (u64 LE byte length, UTF-8 content): the guard's unit of change."""
+    b = content.encode("utf-8")
+    return hashlib.sha256(struct.pack("<Q", len(b)) + b).digest()
+
+
+def _digest_slice(bounds: tuple[int, int]) -> tuple[bytes, list[tuple[str, bytes]]]:
+    lo, hi = bounds
+    canon: list[str] = []
+    ids: list[tuple[str, bytes]] = []
+    for piece in _WORK_PIECES[lo:hi]:
+        c, line = _parse_chunk(piece, unpack=False)
+        canon.append(line)
+        ids.append((c.record_id, chunk_digest(c.content)))
+    return _body(canon), ids
+
+
+def import_chunk_digests(
+    data: bytes, jobs: int | None = None
+) -> tuple[CckManifest, list[tuple[str, bytes]]]:
+    """Verify a `.cck`; return its manifest and (record_id, chunk digest) in store order.
+
+    What the shrink guard needs, without materialising embeddings.
+    """
+    m, pieces = _split(data)
+    parts = _run_slices(pieces, _digest_slice, jobs)
+    _verify_parts(m, [body for body, _ in parts])
+    return m, [x for _, ids in parts for x in ids]
+
+
 def import_keyed(key: str, data: bytes) -> CckArtifact:
     """`import_cck` for an artifact fetched from the cache: errors name the key."""
     try:
         return import_cck(data)
+    except CckError as e:
+        raise CckError(f"{key}: {e.message}") from e
+
+
+def import_keyed_chunk_digests(
+    key: str, data: bytes, jobs: int | None = None
+) -> tuple[CckManifest, list[tuple[str, bytes]]]:
+    try:
+        return import_chunk_digests(data, jobs)
     except CckError as e:
         raise CckError(f"{key}: {e.message}") from e
 

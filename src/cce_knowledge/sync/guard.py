@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cce_knowledge.store import KnowledgeStore
+from cce_knowledge.sync.cck import chunk_digest
 
 MAX_LISTED = 20
 
@@ -18,30 +19,41 @@ class RecordDiff:
     changed: list[str] = field(default_factory=list)
 
 
-def record_digests(store: KnowledgeStore) -> dict[str, bytes]:
-    """record_id → SHA-256 over its chunks' (u64 LE length, content) in store order."""
+def digests_from_chunks(pairs: Iterable[tuple[str, bytes]]) -> dict[str, bytes]:
+    """record_id → SHA-256 over its chunks' digests, in store order.
+
+    A chunk digest covers (u64 LE length, content), so two records compare equal iff
+    they have the same sequence of chunk contents. The digest never leaves the
+    process (only the added/removed/changed classification matters), so it need not
+    match the reference's internal hash.
+    """
     hashers: dict[str, hashlib._Hash] = {}
-    for c in store.chunks:
-        h = hashers.get(c.record_id)
+    for rid, d in pairs:
+        h = hashers.get(rid)
         if h is None:
-            h = hashers[c.record_id] = hashlib.sha256()
-        b = c.content.encode("utf-8")
-        h.update(struct.pack("<Q", len(b)))
-        h.update(b)
+            h = hashers[rid] = hashlib.sha256()
+        h.update(d)
     return {k: h.digest() for k, h in hashers.items()}
+
+
+def record_digests(store: KnowledgeStore) -> dict[str, bytes]:
+    return digests_from_chunks((c.record_id, chunk_digest(c.content)) for c in store.chunks)
 
 
 def _byte_sorted(ids: set[str]) -> list[str]:
     return sorted(ids, key=lambda s: s.encode("utf-8"))
 
 
-def diff_stores(local: KnowledgeStore, remote: KnowledgeStore) -> RecordDiff:
-    lo, re_ = record_digests(local), record_digests(remote)
+def diff_digests(lo: dict[str, bytes], re_: dict[str, bytes]) -> RecordDiff:
     return RecordDiff(
         added=_byte_sorted(set(lo) - set(re_)),
         removed=_byte_sorted(set(re_) - set(lo)),
         changed=_byte_sorted({k for k in lo.keys() & re_.keys() if lo[k] != re_[k]}),
     )
+
+
+def diff_stores(local: KnowledgeStore, remote: KnowledgeStore) -> RecordDiff:
+    return diff_digests(record_digests(local), record_digests(remote))
 
 
 def format_id_list(ids: list[str]) -> str:

@@ -17,7 +17,7 @@ from cce_knowledge.jsonout import pretty
 from cce_knowledge.store import KnowledgeStore, display_dir, load_current
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.cck import CckArtifact, export_cck, import_keyed
+from cce_knowledge.sync.cck import CckArtifact, export_cck, import_keyed_chunk_digests
 from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, open_cache
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
@@ -78,11 +78,6 @@ def load_local_store(root: str | os.PathLike[str]) -> KnowledgeStore:
         ) from e
 
 
-def _fetch_remote(cache: GitCache, corpus_id: str, snapshot: str) -> CckArtifact:
-    key = K.artifact_key(corpus_id, snapshot)
-    return import_keyed(key, cache.get(key))
-
-
 def _guard(
     cache: GitCache, art: CckArtifact, corpus_id: str, res: PushResult, dry_run: bool
 ) -> None:
@@ -94,26 +89,29 @@ def _guard(
         if dry_run:
             res.report = G.first_publish_dry_run(corpus_id, res.snapshot, res.records, res.chunks)
         return
+    key = K.artifact_key(corpus_id, remote_snap)
     try:
-        remote = _fetch_remote(cache, corpus_id, remote_snap)
+        # Verified like a pull, but only record ids and content digests are kept.
+        remote_manifest, remote_chunks = import_keyed_chunk_digests(key, cache.get(key))
     except CceError as e:
         raise SyncError(G.unverifiable(corpus_id, remote_snap, e.message, dry_run)) from e
     if remote_snap == res.snapshot:
-        if remote.checksum == res.checksum:
+        if remote_manifest.checksum == res.checksum:
             res.guard = "unchanged"
             if dry_run:
                 res.report = G.unchanged_dry_run(corpus_id, res.snapshot)
             return
         res.guard = "divergent"
+        remote_sum = remote_manifest.checksum
         if dry_run:
-            res.report = G.divergent_dry_run(corpus_id, res.snapshot, remote.checksum, res.checksum)
+            res.report = G.divergent_dry_run(corpus_id, res.snapshot, remote_sum, res.checksum)
             return
-        raise SyncError(G.divergent_error(corpus_id, res.snapshot, remote.checksum, res.checksum))
-    d = G.diff_stores(art.store, remote.store)
+        raise SyncError(G.divergent_error(corpus_id, res.snapshot, remote_sum, res.checksum))
+    d = G.diff_digests(G.record_digests(art.store), G.digests_from_chunks(remote_chunks))
     res.guard = "diff"
     res.added, res.removed, res.changed = d.added, d.removed, d.changed
     report = G.diff_report(
-        corpus_id, res.snapshot, remote_snap, art.manifest.records, remote.manifest.records, d
+        corpus_id, res.snapshot, remote_snap, art.manifest.records, remote_manifest.records, d
     )
     if dry_run:
         res.report = report + G.NOTHING_PUSHED
