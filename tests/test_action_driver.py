@@ -301,3 +301,14 @@ def test_driver_publishes_then_refuses_a_shrink_without_act(
     assert after == refs
     summary = (tmp_path / "summary.md").read_text()
     assert "`gh:acme/shop#103`" in summary and "❌ failed" in summary
+
+
+def test_err_text_reports_a_crash_by_its_last_line() -> None:
+    crash = subprocess.CompletedProcess(
+        ["x"], 1, "", "Traceback (most recent call last):\n  File x\nImportError: cannot import name '_b'\n"
+    )
+    assert ac.Driver._err_text(crash) == "crashed (exit 1): ImportError: cannot import name '_b'"
+    refusal = subprocess.CompletedProcess(["x"], 1, "", "error: feed does not match its manifest\n")
+    assert ac.Driver._err_text(refusal) == "feed does not match its manifest"
+    silent = subprocess.CompletedProcess(["x"], 3, "", "")
+    assert ac.Driver._err_text(silent) == "exit code 3"

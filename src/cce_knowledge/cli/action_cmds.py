@@ -243,6 +243,10 @@ class Driver:
     @staticmethod
     def _err_text(proc: subprocess.CompletedProcess[str]) -> str:
         text = proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}"
+        if text.startswith("Traceback"):
+            # A crash, not a refusal: the last line names the exception; the log has the rest.
+            last = [ln for ln in text.split("\n") if ln.strip()][-1].strip()
+            return f"crashed (exit {proc.returncode}): {last}"
         return text.removeprefix("error: ")
 
     # -- steps ------------------------------------------------------------------------------
