@@ -25,7 +25,8 @@ or other our ours ourselves out over own same she should so some such than that 
 their theirs them themselves then there these they this those through to too under
 until up very was we were what when where which while who whom why will with would you
 your yours yourself yourselves get got us let lets want wants way ways thing things
-something anything happen happens happened use used uses using does mean means
+something anything happen happens happened mean means s t don should now also whether
+instead actually rather either neither e g eg ie etc via per shall may might must
 """.split()
 )
 
@@ -51,12 +52,12 @@ def stem(w: str) -> str:
         w = w[:-3] + "y"
     elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
         w = w[:-1]
-    for suf in ("ational", "ation", "ations", "ator", "ness", "ment", "ingly", "edly", "ly", "ing", "ed", "er"):
+    for suf in ("ational", "ation", "ations", "ator", "ness", "ment", "ingly", "edly", "ly", "ing", "ed"):
         if w.endswith(suf):
             base = w[: -len(suf)]
             if len(base) >= 3 and _has_vowel(base):
                 w = base
-                if suf in ("ing", "ed", "er") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+                if suf in ("ing", "ed") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
                     w = w[:-1]  # undouble: running→run, stopped→stop
             break
     if w.endswith("ize") or w.endswith("ise"):
@@ -106,12 +107,32 @@ def _token_terms(tok: str) -> tuple[str, ...]:
     return r
 
 
+#: Pairs of neighbouring words (stopwords removed) are indexed as extra terms
+#: `"a b"`, so a record that says "lock file" beats one that mentions "lock" and
+#: "file" pages apart. A space never occurs inside a word term.
+BIGRAMS = True
+
+
 def analyze(text: str) -> list[str]:
-    """Index/query terms of `text`, in order (duplicates kept)."""
+    """Index/query terms of `text`, in order (duplicates kept): words, sub-words, pairs."""
     out: list[str] = []
+    prev: str | None = None
+    pairs: list[str] = []
     for tok in _WORD.findall(text):
-        out.extend(_token_terms(tok))
+        terms = _token_terms(tok)
+        out.extend(terms)
+        if terms:
+            head = terms[0]
+            if prev is not None:
+                pairs.append(prev + " " + head)
+            prev = head
+    if BIGRAMS:
+        out.extend(pairs)
     return out
+
+
+def is_pair(term: str) -> bool:
+    return " " in term
 
 
 def query_terms(query: str) -> list[str]:

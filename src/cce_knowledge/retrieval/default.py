@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cce_knowledge.retrieval.analyze import analyze, query_terms
+from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
 from cce_knowledge.rustcompat import rs_trim, score_key
 
 if TYPE_CHECKING:
@@ -32,15 +32,29 @@ if TYPE_CHECKING:
 
 DROPPED_REASONS = ("not_planned", "wontfix")
 
-K1 = 1.2
+K1 = 2.0
 TITLE_WEIGHT = 3.0
 BODY_WEIGHT = 1.0
 TITLE_B = 0.5
 BODY_B = 0.75
 SECTION_B = 0.75
+#: The lead: a record's first LEAD_TERMS body terms (summary / problem statement),
+#: where issues and design docs state what they are about.
+LEAD_WEIGHT = 1.0
+LEAD_TERMS = 120
+LEAD_B = 0.5
+#: Weight of a neighbouring-word pair relative to a single word of the same idf.
+PAIR_WEIGHT = 0.5
 
 #: Part of the index key: any change to the analysis or the numbers bumps it.
-PARAMS = f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} bt={TITLE_B} bb={BODY_B} bs={SECTION_B} an=3"
+def params() -> str:
+    return (
+        f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} wl={LEAD_WEIGHT} ln={LEAD_TERMS} "
+        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=4"
+    )
+
+
+PARAMS = params()
 
 
 def idf(n: int, df: int) -> float:
@@ -51,8 +65,14 @@ def field_norm(b: float, length: int, avg: float) -> float:
     return (1.0 - b) + b * (length / avg) if avg > 0 else 1.0
 
 
-def saturate(tf_title: int, tf_body: int, norm_title: float, norm_body: float) -> float:
-    tfp = TITLE_WEIGHT * tf_title / norm_title + BODY_WEIGHT * tf_body / norm_body
+def saturate(
+    tf_title: int, tf_body: int, tf_lead: int, norm_title: float, norm_body: float, norm_lead: float
+) -> float:
+    tfp = (
+        TITLE_WEIGHT * tf_title / norm_title
+        + BODY_WEIGHT * tf_body / norm_body
+        + LEAD_WEIGHT * tf_lead / norm_lead
+    )
     return tfp / (K1 + tfp)
 
 
@@ -102,32 +122,41 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
     chunk_terms = [analyze(c.content) for c in chunks]
     title_tf: list[dict[str, int]] = []
     body_tf: list[dict[str, int]] = []
+    lead_tf: list[dict[str, int]] = []
     tlen: list[int] = []
     blen: list[int] = []
+    llen: list[int] = []
     for rd in records:
         # Facets of a record come from its last chunk (as in the reference).
         t_terms = analyze(chunks[rd.chunks[-1]].title)
         body: dict[str, int] = {}
         bl = 0
+        lead: list[str] = []
         for ci in rd.chunks:
             for t in chunk_terms[ci]:
                 body[t] = body.get(t, 0) + 1
             bl += len(chunk_terms[ci])
+            if len(lead) < LEAD_TERMS:
+                lead.extend(chunk_terms[ci][: LEAD_TERMS - len(lead)])
         title_tf.append(_counts(t_terms))
         body_tf.append(body)
+        lead_tf.append(_counts(lead))
         tlen.append(len(t_terms))
         blen.append(bl)
+        llen.append(len(lead))
     n = len(records)
     avg_t = sum(tlen) / n if n else 0.0
     avg_b = sum(blen) / n if n else 0.0
+    avg_l = sum(llen) / n if n else 0.0
     df: dict[str, int] = {}
     for r, rd in enumerate(records):
         nt = field_norm(TITLE_B, tlen[r], avg_t)
         nb = field_norm(BODY_B, blen[r], avg_b)
-        tt, bt = title_tf[r], body_tf[r]
+        nl = field_norm(LEAD_B, llen[r], avg_l)
+        tt, bt, lt = title_tf[r], body_tf[r], lead_tf[r]
         for t in sorted(set(tt) | set(bt)):
             df[t] = df.get(t, 0) + 1
-            rd.sat[t] = saturate(tt.get(t, 0), bt.get(t, 0), nt, nb)
+            rd.sat[t] = saturate(tt.get(t, 0), bt.get(t, 0), lt.get(t, 0), nt, nb, nl)
     idfs = {t: idf(n, d) for t, d in df.items()}
 
     avg_c = sum(len(ts) for ts in chunk_terms) / len(chunks) if chunks else 0.0
@@ -138,9 +167,13 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
     return DefaultModel(chunks, records, idfs, n, section_w)
 
 
+def term_weight(term: str, term_idf: float) -> float:
+    return term_idf * PAIR_WEIGHT if is_pair(term) else term_idf
+
+
 def query_weights(qterms: Sequence[str], idfs: dict[str, float], n: int) -> tuple[list[float], float]:
-    """Per-term idf (unknown terms count with df = 0) and their sequential sum."""
-    ws = [idfs.get(t, idf(n, 0)) for t in qterms]
+    """Per-term weight (idf; pairs scaled; unknown terms count with df = 0) and their sum."""
+    ws = [term_weight(t, idfs.get(t, idf(n, 0))) for t in qterms]
     total = 0.0
     for w in ws:
         total += w

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.errors import StoreError
 from cce_knowledge.retrieval.analyze import query_terms
-from cce_knowledge.retrieval.default import PARAMS, idf
+from cce_knowledge.retrieval.default import PARAMS, idf, term_weight
 from cce_knowledge.rustcompat import rs_trim, score_key
 
 if TYPE_CHECKING:
@@ -96,44 +96,33 @@ def build_bytes(store: KnowledgeStore, *, with_reference: bool = True) -> bytes:
         rec_chunk_ptr.append(len(order))
     new_of = {old: new for new, old in enumerate(order)}
 
+    import numpy as np
+
     terms = sorted(model.idf)
     tid = {t: i for i, t in enumerate(terms)}
-    rec_post: list[list[tuple[int, float]]] = [[] for _ in terms]
-    for r, rd in enumerate(model.records):
-        for t, x in rd.sat.items():
-            rec_post[tid[t]].append((r, x))
-    sec_post: list[list[tuple[int, float]]] = [[] for _ in terms]
-    for old, sw in enumerate(model.section_w):
-        c = new_of[old]
-        for t, x in sw.items():
-            sec_post[tid[t]].append((c, x))
-
     sections: dict[str, bytes] = {}
-    term_blob = bytearray()
-    term_off = array("q", [0])
-    for t in terms:
-        term_blob += t.encode("ascii")
-        term_off.append(len(term_blob))
-    sections["term_blob"] = bytes(term_blob)
+    term_blob = "".join(terms).encode("ascii")
+    term_off = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in terms], out=term_off[1:])
+    sections["term_blob"] = term_blob
     sections["term_off"] = term_off.tobytes()
-    sections["term_idf"] = array("d", [model.idf[t] for t in terms]).tobytes()
+    sections["term_idf"] = np.array([model.idf[t] for t in terms], dtype=np.float64).tobytes()
 
-    def csr(posts: list[list[tuple[int, float]]], name: str) -> None:
-        ptr = array("q", [0])
-        ids = array("i")
-        ws = array("d")
-        for p in posts:
-            p.sort()
-            for i, x in p:
-                ids.append(i)
-                ws.append(x)
-            ptr.append(len(ids))
+    def csr(name: str, owners: list[int], maps: list[dict[str, float]]) -> None:
+        # Flat (term, owner, weight) triples, sorted by term then owner.
+        lens = [len(m) for m in maps]
+        t_ids = np.fromiter((tid[t] for m in maps for t in m), dtype=np.int64, count=sum(lens))
+        ws = np.fromiter((x for m in maps for x in m.values()), dtype=np.float64, count=len(t_ids))
+        own = np.repeat(np.asarray(owners, dtype=np.int32), lens)
+        o = np.lexsort((own, t_ids))
+        ptr = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(t_ids, minlength=len(terms)), out=ptr[1:])
         sections[name + "_ptr"] = ptr.tobytes()
-        sections[name + "_ids"] = ids.tobytes()
-        sections[name + "_w"] = ws.tobytes()
+        sections[name + "_ids"] = own[o].astype(np.int32).tobytes()
+        sections[name + "_w"] = ws[o].tobytes()
 
-    csr(rec_post, "rec")
-    csr(sec_post, "sec")
+    csr("rec", list(range(len(model.records))), [rd.sat for rd in model.records])
+    csr("sec", [new_of[i] for i in range(len(model.section_w))], model.section_w)
     sections["rec_chunk_ptr"] = rec_chunk_ptr.tobytes()
 
     docs = bytearray()
@@ -147,7 +136,7 @@ def build_bytes(store: KnowledgeStore, *, with_reference: bool = True) -> bytes:
     if with_reference:
         from cce_knowledge.retrieval.fastref import reference_sections
 
-        sections.update(reference_sections(store))
+        sections.update(reference_sections(store, [new_of[i] for i in range(len(order))]))
 
     header: dict[str, Any] = {
         "format": FORMAT,
@@ -308,7 +297,10 @@ class FastIndex:
         if not qterms:
             return []
         tids = [self.term_id(t) for t in qterms]
-        ws = [self.term_idf[i] if i >= 0 else self.unknown_idf for i in tids]
+        ws = [
+            term_weight(t, self.term_idf[i] if i >= 0 else self.unknown_idf)
+            for t, i in zip(qterms, tids, strict=True)
+        ]
         total = 0.0
         for w in ws:
             total += w
