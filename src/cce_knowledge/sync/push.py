@@ -17,8 +17,9 @@ from cce_knowledge.jsonout import pretty
 from cce_knowledge.store import KnowledgeStore, display_dir, load_current
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.cck import CckArtifact, export_cck, import_keyed_chunk_digests
+from cce_knowledge.sync.cck import PHASE_A_REFUSAL, CckManifest, import_keyed_chunk_digests
 from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, open_cache
+from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
 META_SCHEMA = "cce.knowledgemeta/v1"
@@ -54,8 +55,7 @@ def utc_now() -> str:
     )
 
 
-def corpus_meta(art: CckArtifact, corpus_id: str, pushed_at: str) -> bytes:
-    m = art.manifest
+def corpus_meta(m: CckManifest, corpus_id: str, pushed_at: str) -> bytes:
     meta = {
         "chunk_count": m.chunk_count,
         "corpus_id": corpus_id,
@@ -78,9 +78,7 @@ def load_local_store(root: str | os.PathLike[str]) -> KnowledgeStore:
         ) from e
 
 
-def _guard(
-    cache: GitCache, art: CckArtifact, corpus_id: str, res: PushResult, dry_run: bool
-) -> None:
+def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_run: bool) -> None:
     """Raise on a refusal; fill `res.report` for a dry-run."""
     ptr = K.pointer_key(corpus_id)
     remote_snap = cache.read_text(ptr) if cache.has(ptr) else ""
@@ -107,11 +105,11 @@ def _guard(
             res.report = G.divergent_dry_run(corpus_id, res.snapshot, remote_sum, res.checksum)
             return
         raise SyncError(G.divergent_error(corpus_id, res.snapshot, remote_sum, res.checksum))
-    d = G.diff_digests(G.record_digests(art.store), G.digests_from_chunks(remote_chunks))
+    d = G.diff_digests(G.digests_from_chunks(out.chunks), G.digests_from_chunks(remote_chunks))
     res.guard = "diff"
     res.added, res.removed, res.changed = d.added, d.removed, d.changed
     report = G.diff_report(
-        corpus_id, res.snapshot, remote_snap, art.manifest.records, remote_manifest.records, d
+        corpus_id, res.snapshot, remote_snap, out.manifest.records, remote_manifest.records, d
     )
     if dry_run:
         res.report = report + G.NOTHING_PUSHED
@@ -160,33 +158,42 @@ def push_corpus(
     dry_run: bool = False,
 ) -> PushResult:
     """Publish (or dry-run) the local store. Raises CceError on every refusal."""
-    store = load_local_store(root)
-    corpus_id = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
-    art = export_cck(store, corpus_id)
+    # Error order as the reference: no store, then the corpus id, then Phase-A.
+    try:
+        corpus_id: str | None = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
+        id_error: SyncError | None = None
+    except SyncError as e:
+        corpus_id, id_error = None, e
+    out = outgoing_from_store(root, corpus_id or "unresolved")
+    if id_error is not None or corpus_id is None:
+        raise id_error or SyncError("corpus id")
+    if out.phase_a:
+        raise SyncError(PHASE_A_REFUSAL)
+    m = out.manifest
     rem: Remote = resolve_remote(root, remote)
-    key = K.artifact_key(corpus_id, store.snapshot)
+    key = K.artifact_key(corpus_id, m.snapshot)
     res = PushResult(
         corpus_id=corpus_id,
-        snapshot=store.snapshot,
+        snapshot=m.snapshot,
         key=key,
-        checksum=art.checksum,
-        records=store.records,
-        chunks=len(store.chunks),
-        data_as_of=art.manifest.data_as_of,
+        checksum=m.checksum,
+        records=m.records,
+        chunks=m.chunk_count,
+        data_as_of=m.data_as_of,
         remote=rem.display,
     )
     with open_cache(rem, for_write=not dry_run) as cache:
         if dry_run or not force:
-            _guard(cache, art, corpus_id, res, dry_run)
+            _guard(cache, out, corpus_id, res, dry_run)
         if dry_run:
             return res
         if load_sync_config(root).lfs:
             cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
         res.pushed_at = utc_now()
         entries = [
-            (key, art.data),
-            (K.pointer_key(corpus_id), f"{store.snapshot}\n".encode()),
-            (K.meta_key(corpus_id), corpus_meta(art, corpus_id, res.pushed_at)),
+            (key, out.data),
+            (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
+            (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
         ]
         for k, _ in entries:
             K.check_write_key(k, corpus_id)
@@ -195,7 +202,7 @@ def push_corpus(
         policy = parse_retention(load_knowledge_sync_config(root).retention)
         if policy is not None:
             try:
-                res.pruned = retention_prune(cache, corpus_id, store.snapshot, policy)
+                res.pruned = retention_prune(cache, corpus_id, m.snapshot, policy)
             except CceError as e:
                 res.retention_warning = e.message
         res.report = success_report(res, policy)
