@@ -39,5 +39,11 @@ def test_page_quotes_help(page: str, path: list[str], monkeypatch: pytest.Monkey
 
 def test_cache_page_covers_the_topics() -> None:
     text = (DOCS / "cache.md").read_text(encoding="utf-8")
-    for heading in ("## Layout", "## Shrink guard", "## Retention", "## Trust posture", "## Credentials"):
+    for heading in (
+        "## Layout",
+        "## Shrink guard",
+        "## Retention",
+        "## Trust posture",
+        "## Credentials",
+    ):
         assert heading in text
