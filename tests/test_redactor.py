@@ -238,3 +238,23 @@ def test_trie_prefix_equals_reference_alternation(s: str) -> None:
     got = [(m.span(), m.group(1), m.group(2)) for m in _PREFIX.finditer(s)]
     want = [(m.span(), m.group(1), m.group(2)) for m in REFERENCE_PREFIX.finditer(s)]
     assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [AWS, GH, STRIPE, OPENAI, ANTHROPIC, SLACK, GOOGLE, JWT, PEM, "sk-", "gh", "_", "x", " ",
+             "sk-ant-" + "a" * 10, "xoxb-", "AIza", "eyJ", "=", "token"]
+        ),
+        max_size=10,
+    ).map("".join)
+)
+def test_pass1_matches_plain_table_application(s: str) -> None:
+    # The probe-guarded, unrolled pass 1 equals applying the table in order blindly.
+    from cce_knowledge.engine.redactor import _SPECIFIC, _generic_pass
+
+    want = s
+    for pat, repl in _SPECIFIC:
+        want = pat.sub(repl, want)
+    assert redact(s) == _generic_pass(want)

@@ -55,23 +55,37 @@ def snapshot_id(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+_FACET_CACHE: dict[str, str] = {}
+_FACET_CACHE_MAX = 200_000
+
+
+def _redact_facet(v: str) -> str:
+    """`redact` memoised for short values: labels, sources, states and links repeat."""
+    r = _FACET_CACHE.get(v)
+    if r is None:
+        r = redact(v)
+        if len(v) <= 512 and len(_FACET_CACHE) < _FACET_CACHE_MAX:
+            _FACET_CACHE[v] = r
+    return r
+
+
 def _opt(v: str | None) -> str | None:
-    return None if v is None else redact(v)
+    return None if v is None else _redact_facet(v)
 
 
 def _facets(rec: KnowledgeRecord) -> dict[str, Any]:
     """Every facet redacted on its own (title after trimming); the id stays raw."""
     return {
         "record_id": rec.id,
-        "source": redact(rec.source),
+        "source": _redact_facet(rec.source),
         "url": _opt(rec.url),
         "state": _opt(rec.state),
         "state_reason": _opt(rec.state_reason),
         "updated_at": _opt(rec.updated_at),
         "group": _opt(rec.group),
-        "labels": [redact(x) for x in rec.labels],
-        "title": redact(rs_trim(rec.title)),
-        "links": [redact(x) for x in rec.links],
+        "labels": [_redact_facet(x) for x in rec.labels],
+        "title": _redact_facet(rs_trim(rec.title)),
+        "links": [_redact_facet(x) for x in rec.links],
     }
 
 
