@@ -527,3 +527,22 @@ def test_pull_guards_and_usage(sync_env: SyncEnv, capsys: pytest.CaptureFixture[
         str(cons),
     )
     assert rc == 0 and out.startswith(f"Pulled corpus fixture@{SNAP}")
+
+
+def test_plain_git_cache_without_lfs(sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    env = sync_env
+    prod = env.root("producer")
+    rc, out, err = cli(capsys, "sync", "init", "--remote", env.url, "--no-lfs", "--dir", str(prod))
+    assert rc == 0, err
+    assert "  git-LFS       : disabled\n" in out
+    assert "lfs: false" in (prod / ".cce" / "config").read_text()
+    index(prod, CURATED.read_bytes())
+    rc, out, err = cli(capsys, "knowledge", "push", "--corpus", "fixture", "--dir", str(prod))
+    assert rc == 0, err
+    assert bare_file(env.bare, ".gitattributes") is None
+    blob = bare_file(env.bare, KEY) or b""
+    assert len(blob) == 6759 and hashlib.sha256(blob).hexdigest() == (
+        "1f3f81ddf40f563ce24e4b608e025fb0c03d7b907479f383d2f63cc68dbcd706"
+    )
+    rc, out, _ = cli(capsys, "sync", "list", "--dir", str(prod))
+    assert rc == 0 and f"fixture    {SNAP}          1   6759  2026-02-01T10:00:00Z\n" in out
