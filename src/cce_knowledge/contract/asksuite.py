@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cce_knowledge.contract.jsonparse import ScanError, scan_value
+from cce_knowledge.contract.jsonparse import ScanError, format_path, scan_value
 from cce_knowledge.errors import ContractError
 from cce_knowledge.rustcompat import rs_is_blank, rs_lines, rust_debug_str
 
@@ -87,7 +87,7 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
         except ScanError as e:
             yield n, None, SuiteLineError(
                 n,
-                _path(e),
+                format_path(e.path),
                 f"invalid JSON: {e.message}",
                 e.column,
                 f" at line {e.line} column {e.column}",
@@ -134,12 +134,6 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
         case_id = raw_id if isinstance(raw_id, str) else f"q{n}"
         seen_case = True
         yield n, AskCase(case_id, query, expect, k), None
-
-
-def _path(e: ScanError) -> str:
-    from cce_knowledge.contract.jsonparse import format_path
-
-    return format_path(e.path)
 
 
 def parse_suite(text: str) -> AskSuite:

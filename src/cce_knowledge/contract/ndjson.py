@@ -316,10 +316,7 @@ def parse_line(line: str, line_no: int = 1) -> KnowledgeRecord | FeedLineError:
 def iter_feed(text: str) -> Iterator[tuple[int, KnowledgeRecord | FeedLineError]]:
     """Every non-blank line's record or error, without stopping at the first error."""
     for n, line in _feed_lines(text):
-        r = parse_line(line, n)
-        if isinstance(r, FeedLineError) and r.line != n:
-            r = FeedLineError(n, r.column, r.path, r.message)
-        yield n, r
+        yield n, parse_line(line, n)
 
 
 def parse_feed(text: str) -> list[KnowledgeRecord]:
