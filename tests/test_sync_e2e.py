@@ -546,3 +546,17 @@ def test_plain_git_cache_without_lfs(sync_env: SyncEnv, capsys: pytest.CaptureFi
     )
     rc, out, _ = cli(capsys, "sync", "list", "--dir", str(prod))
     assert rc == 0 and f"fixture    {SNAP}          1   6759  2026-02-01T10:00:00Z\n" in out
+
+
+def test_remote_pointer_lookup_never_hangs_on_a_busy_clone(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cce_knowledge.sync.gitcache import open_cache
+    from cce_knowledge.sync.remote import make_remote
+
+    _push_fixture(sync_env, capsys)
+    with open_cache(make_remote(sync_env.url)):
+        assert read_remote_pointer(sync_env.url, "fixture", lock_timeout=0.2) is None
+    assert read_remote_pointer(sync_env.url, "fixture") == SNAP
+    assert read_remote_pointer(sync_env.url, "..") is None
+    assert read_remote_pointer((sync_env.tmp / "gone.git").as_uri(), "fixture") is None

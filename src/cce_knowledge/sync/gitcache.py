@@ -21,6 +21,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -416,9 +417,31 @@ class GitCache:
         return True
 
 
+def _lock(fd: int, timeout: float | None) -> None:
+    if timeout is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise SyncError(
+                    "the sync working clone is busy (another cce command holds it)"
+                ) from None
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
-def open_cache(remote: Remote, *, for_write: bool = False) -> Iterator[GitCache]:
-    """Open (clone or heal) the working clone for `remote`, holding its lock."""
+def open_cache(
+    remote: Remote, *, for_write: bool = False, lock_timeout: float | None = None
+) -> Iterator[GitCache]:
+    """Open (clone or heal) the working clone for `remote`, holding its lock.
+
+    `lock_timeout=None` waits for another command using the same clone to finish.
+    """
     d = clone_dir(remote)
     home = sync_home()
     try:
@@ -427,7 +450,7 @@ def open_cache(remote: Remote, *, for_write: bool = False) -> Iterator[GitCache]
         raise SyncError(f"cannot create sync home: {e}") from e
     fd = os.open(home / f".{d.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock(fd, lock_timeout)
         cache = GitCache(remote, d)
         cache.open(for_write=for_write)
         yield cache
