@@ -174,3 +174,16 @@ def test_store_float_text_matches_serde_for_embeddings() -> None:
     vals = [*hash_embed("alpha beta gamma alpha"), -0.0, 1e-6, 0.0]
     assert _float_texts(vals) == [serde_f64(x) for x in vals]
     assert json.loads("[" + ",".join(_float_texts(vals)) + "]") == vals
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=400))
+def test_sparse_embedding_text_equals_dense(s: str) -> None:
+    from cce_knowledge.engine.embed import dense, embed_sparse
+    from cce_knowledge.store import embedding_json, embedding_json_sparse
+
+    b = s.encode("utf-8", "surrogatepass")
+    comps = embed_sparse(b)
+    assert dense(comps) == embed_tokens([t.decode() for t in tokenize_bytes(b)])
+    assert embedding_json_sparse(comps) == embedding_json(dense(comps))
+    assert all(x != 0 for x in comps.values())

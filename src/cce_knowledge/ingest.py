@@ -26,7 +26,7 @@ from cce_knowledge.config import load_knowledge_config, load_markdown_config
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.engine.embed import hash_embed_bytes
+from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redactor import redact
 from cce_knowledge.errors import CceError, ContractError
@@ -37,7 +37,7 @@ from cce_knowledge.store import (
     KnowledgeStore,
     chunk_json,
     display_dir,
-    embedding_json,
+    embedding_json_sparse,
     knowledge_dir,
     save_store_bytes,
 )
@@ -137,7 +137,7 @@ def record_chunk_texts(rec: KnowledgeRecord, budget: int, cache: dict[bytes, str
     for c in md:
         emb = cache.get(c.raw)
         if emb is None:
-            emb = embedding_json(hash_embed_bytes(c.raw))
+            emb = embedding_json_sparse(embed_sparse(c.raw))
             if len(cache) < _EMBED_CACHE_MAX:
                 cache[c.raw] = emb
         out.append(chunk_json(_store_chunk(c, facets, []), emb))

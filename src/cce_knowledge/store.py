@@ -9,6 +9,7 @@ store or the new one, never a mix.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import struct
@@ -127,6 +128,28 @@ def _float_list(values: list[float], ind: str) -> str:
 def embedding_json(values: list[float]) -> str:
     """The `embedding` array text exactly as `chunk_json` writes it."""
     return _float_list(values, "      ")
+
+
+_EMB_SEP = ",\n        "
+_ZERO_TEXTS = ["0.0"] * 256
+
+
+def embedding_json_sparse(comps: dict[int, int], dim: int = 256) -> str:
+    """`embedding_json(dense(comps))` without building 256 floats: most components of a
+    hash embedding are zero, so only the non-zero ones are divided and formatted."""
+    parts = _ZERO_TEXTS[:dim] if dim == 256 else ["0.0"] * dim
+    if comps:
+        norm = math.sqrt(float(sum([x * x for x in comps.values()])))
+        cache = _F64_CACHE
+        for b, x in comps.items():
+            f = x / norm
+            t = cache.get(f)
+            if t is None:
+                t = serde_f64(f)
+                if len(cache) < _F64_CACHE_MAX:
+                    cache[f] = t
+            parts[b] = t
+    return "[\n        " + _EMB_SEP.join(parts) + "\n      ]"
 
 
 def chunk_json(c: KnowledgeChunk, embedding_text: str | None = None) -> str:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from itertools import repeat
-from operator import mul, sub, truediv
+from collections import _count_elements  # type: ignore[attr-defined]
 
 from cce_knowledge.engine.tokenizer import tokenize_bytes
 
@@ -38,19 +37,38 @@ class _SlotTable(dict[bytes, int]):
 _SLOTS = _SlotTable()
 
 
+def sparse_counts(tokens: list[bytes]) -> dict[int, int]:
+    """bucket -> signed integer component, non-zero entries only (before normalising)."""
+    slots: dict[int, int] = {}
+    _count_elements(slots, map(_SLOTS.__getitem__, tokens))  # C-level counting
+    comps: dict[int, int] = {}
+    for slot, n in slots.items():
+        if slot >= DIM:
+            comps[slot - DIM] = comps.get(slot - DIM, 0) - n
+        else:
+            comps[slot] = comps.get(slot, 0) + n
+    return {b: x for b, x in comps.items() if x}
+
+
+def embed_sparse(data: bytes) -> dict[int, int]:
+    """`sparse_counts` of the tokens of UTF-8 bytes; `dense` turns it into the vector."""
+    return sparse_counts(tokenize_bytes(data))
+
+
+def dense(comps: dict[int, int]) -> list[float]:
+    """The unit vector of sparse integer components (256 zeros when there are none)."""
+    v = [0.0] * DIM
+    if comps:
+        # Components are integers, so the squared norm is exact whatever the order.
+        norm = math.sqrt(float(sum([x * x for x in comps.values()])))
+        for b, x in comps.items():
+            v[b] = x / norm
+    return v
+
+
 def embed_token_bytes(tokens: list[bytes]) -> list[float]:
     """Embed ASCII-lowercased token bytes (see `tokenize_bytes`)."""
-    # Runs once per chunk of the corpus: a plain loop over C-mapped slots beats
-    # Counter (measured), and the rest is C-level map/sum.
-    acc = [0] * (2 * DIM)
-    for slot in map(_SLOTS.__getitem__, tokens):
-        acc[slot] += 1
-    v = list(map(sub, acc[:DIM], acc[DIM:]))
-    # Components are integers, so the squared norm is exact whatever the order.
-    sq = sum(map(mul, v, v))
-    if sq == 0:
-        return [0.0] * DIM
-    return list(map(truediv, v, repeat(math.sqrt(float(sq)), DIM)))
+    return dense(sparse_counts(tokens))
 
 
 def embed_tokens(tokens: list[str]) -> list[float]:
