@@ -305,10 +305,46 @@ def test_driver_publishes_then_refuses_a_shrink_without_act(
 
 def test_err_text_reports_a_crash_by_its_last_line() -> None:
     crash = subprocess.CompletedProcess(
-        ["x"], 1, "", "Traceback (most recent call last):\n  File x\nImportError: cannot import name '_b'\n"
+        ["x"],
+        1,
+        "",
+        "Traceback (most recent call last):\n  File x\nImportError: cannot import name '_b'\n",
     )
     assert ac.Driver._err_text(crash) == "crashed (exit 1): ImportError: cannot import name '_b'"
     refusal = subprocess.CompletedProcess(["x"], 1, "", "error: feed does not match its manifest\n")
     assert ac.Driver._err_text(refusal) == "feed does not match its manifest"
     silent = subprocess.CompletedProcess(["x"], 3, "", "")
     assert ac.Driver._err_text(silent) == "exit code 3"
+
+
+def test_store_facts_match_the_full_loader(tmp_path: Path) -> None:
+    from cce_knowledge import store
+
+    root = tmp_path / "root"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cce_knowledge",
+            "knowledge",
+            "index",
+            str(FIXTURES / "feed-v1.jsonl"),
+            "--dir",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    s = store.load_current(root)
+    stamps = [c.updated_at for c in s.chunks if c.updated_at]
+    expected = (
+        s.snapshot,
+        s.records,
+        len(s.chunks),
+        len({c.record_id for c in s.chunks}),
+        max(stamps),
+    )
+    assert ac.store_facts(str(root)) == expected
+    assert expected[4] == "2026-03-02T12:30:00Z"
