@@ -143,6 +143,7 @@ class FakeGitHub:
         self.fail_status = fail_status
         self.requests: list[str] = []
         self.auth_headers: list[str | None] = []
+        self.service_times: list[float] = []  # seconds spent answering each request
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -150,8 +151,7 @@ class FakeGitHub:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_port}"
 
     def __enter__(self) -> FakeGitHub:
         self._thread.start()
@@ -169,6 +169,7 @@ class FakeGitHub:
         with self._lock:
             self.requests.clear()
             self.auth_headers.clear()
+            self.service_times.clear()
 
     # -- shapes -------------------------------------------------------------------------
 
@@ -274,6 +275,7 @@ class FakeGitHub:
                 pass
 
             def do_GET(self) -> None:
+                t0 = time.perf_counter()
                 with fake._lock:
                     fake.requests.append(self.path)
                     fake.auth_headers.append(self.headers.get("Authorization"))
@@ -288,6 +290,8 @@ class FakeGitHub:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(raw)
+                with fake._lock:
+                    fake.service_times.append(time.perf_counter() - t0)
 
         return Handler
 
