@@ -245,11 +245,15 @@ _ODD = st.sampled_from([
 
 
 def _leaf() -> st.SearchStrategy[str]:
+    # Mostly well-formed leaves, so that many lines are valid; one branch in six odd.
+    text = st.text(max_size=8).map(lambda s: json.dumps(s, ensure_ascii=bool(len(s) % 2)))
     return st.one_of(
         _ODD,
         st.integers().map(str),
         st.floats(allow_nan=False, allow_infinity=False).map(repr),
-        st.text(max_size=8).map(lambda s: json.dumps(s, ensure_ascii=bool(len(s) % 2))),
+        text,
+        text,
+        st.sampled_from(["null", "true", "false"]),
     )
 
 
@@ -267,22 +271,39 @@ _JSONISH = st.recursive(
 )
 
 
+_UNKNOWN_KEYS = st.sampled_from(["x", "y", "meta", "é", "\\u0078"])
+_OPT_STR_FIELDS = ("url", "state", "state_reason", "updated_at", "group")
+
+
 @st.composite
 def record_lines(draw: st.DrawFn) -> str:
-    """Object lines that are usually almost-valid records, with oddities mixed in."""
+    """Object lines that are often valid records, with oddities mixed in."""
     pairs: list[tuple[str, str]] = []
     for k in ("id", "title", "body", "source"):
-        if draw(st.integers(0, 9)):
-            pairs.append((k, json.dumps(draw(st.text(max_size=6)))))
-    for k, v in draw(st.lists(st.tuples(_KEYS, _JSONISH), max_size=5)):
-        if k in ("labels", "links") and draw(st.booleans()):
-            v = "[" + ",".join(json.dumps(s) for s in draw(st.lists(st.text(max_size=3), max_size=3))) + "]"
-        pairs.append((k, v))
+        if draw(st.integers(0, 19)):
+            pairs.append((k, json.dumps(draw(st.text(max_size=6)), ensure_ascii=draw(st.booleans()))))
+    for k in _OPT_STR_FIELDS:
+        if draw(st.booleans()):
+            pairs.append((k, draw(st.one_of(st.just("null"), st.text(max_size=4).map(json.dumps)))))
+    for k in ("labels", "links"):
+        if draw(st.booleans()):
+            items = draw(st.lists(st.text(max_size=3), max_size=3))
+            pairs.append((k, "[" + ",".join(json.dumps(x) for x in items) + "]"))
+    # Unknown keys (skipped syntax-only) and, now and then, a known one again or
+    # with an odd value (duplicates, nulls, wrong types, `extra` edge cases).
+    for _ in range(draw(st.integers(0, 3))):
+        pairs.append((draw(_UNKNOWN_KEYS), draw(_JSONISH)))
+    if draw(st.integers(0, 2)) == 0:
+        pairs.append((draw(_KEYS), draw(_JSONISH)))
     pairs = draw(st.permutations(pairs))
     sep = draw(st.sampled_from([",", ", ", " ,\t"]))
     line = "{" + sep.join(f'"{k}":{v}' for k, v in pairs) + "}"
-    if draw(st.integers(0, 7)) == 0:
-        line = "[" + line[1:-1] + "]"
+    if draw(st.integers(0, 7)) == 0:  # the positional array form
+        items = draw(st.lists(
+            st.one_of(st.text(max_size=3).map(json.dumps), st.sampled_from(["null", "[]", '["a"]']), _JSONISH),
+            min_size=2, max_size=13,
+        ))
+        line = "[" + sep.join(items) + "]"
     if draw(st.integers(0, 9)) == 0:
         cut = draw(st.integers(0, len(line)))
         line = line[:cut]
