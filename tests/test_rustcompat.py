@@ -187,3 +187,12 @@ def test_sparse_embedding_text_equals_dense(s: str) -> None:
     assert dense(comps) == embed_tokens([t.decode() for t in tokenize_bytes(b)])
     assert embedding_json_sparse(comps) == embedding_json(dense(comps))
     assert all(x != 0 for x in comps.values())
+
+
+@settings(max_examples=500)
+@given(st.text())
+def test_store_string_encoder_equals_serde_writer(s: str) -> None:
+    from cce_knowledge.jsonout import json_str as reference
+    from cce_knowledge.store import json_str
+
+    assert json_str(s) == reference(s)
