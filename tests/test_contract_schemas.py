@@ -135,3 +135,17 @@ def test_schemas_ship_in_the_wheel(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
     )
     assert r.stdout.strip() == str(tmp_path / "site" / "cce_knowledge" / "schemas")
+
+
+def test_store_schema_accepts_the_store_index_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cce_knowledge.cli.main import main
+
+    feed = ROOT / "tests" / "vectors" / "knowledge" / "curated.jsonl"
+    assert main(["knowledge", "index", str(feed), "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    kdir = tmp_path / ".cce" / "knowledge"
+    snapshot = (kdir / "current").read_text().strip()
+    store = json.loads((kdir / f"{snapshot}.json").read_text(encoding="utf-8"))
+    errors = [e.message for e in validator("cce.knowledge.store/v1").iter_errors(store)]
+    assert errors == []
+    assert all(len(c["embedding"]) == 256 for c in store["chunks"])
