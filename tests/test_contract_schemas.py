@@ -149,3 +149,34 @@ def test_store_schema_accepts_the_store_index_writes(tmp_path: Path, capsys: pyt
     errors = [e.message for e in validator("cce.knowledge.store/v1").iter_errors(store)]
     assert errors == []
     assert all(len(c["embedding"]) == 256 for c in store["chunks"])
+
+
+def test_written_sync_documents_match_their_schemas() -> None:
+    """corpus.json, the sync marker and `sync list --json`, as the sync room writes them."""
+    from cce_knowledge.sync.cck import CckManifest
+    from cce_knowledge.sync.listing import CorpusRow, Listing, RepoRow, render_json
+    from cce_knowledge.sync.marker import SyncMarker
+    from cce_knowledge.sync.push import corpus_meta, utc_now
+
+    m = CckManifest(
+        checksum="84284a0ad6981d3c40c4dffd6dbb67d7e000cf6e64ff6e75b321d439ee9f452d",
+        chunk_count=2, contract="cce.knowledge/v1", corpus_id="fixture",
+        data_as_of="2026-02-01T10:00:00Z", records=2, snapshot="598e1b3891572bbb",
+    )
+    meta = json.loads(corpus_meta(m, "fixture", utc_now()))
+    assert validator("cce.knowledgemeta/v1").is_valid(meta)
+    assert not validator("cce.knowledgemeta/v1").is_valid(dict(meta, pushed_at="2026-02-01 10:00"))
+
+    for marker in (SyncMarker("fixture", "598e1b3891572bbb", m.checksum),
+                   SyncMarker("fixture", "598e1b3891572bbb", m.checksum, "ab" * 32)):
+        assert validator("cce.knowledge.synced/v1").is_valid(json.loads(marker.to_bytes()))
+
+    listing = Listing(
+        remote="file:///cache.git",
+        repos=[RepoRow("aaa__one", "1111111", None, 1, 3), RepoRow("bbb__two", None, "main", 0, 0)],
+        corpora=[CorpusRow("fixture", "598e1b3891572bbb", 1, 1234, None, None)],
+    )
+    doc = json.loads(render_json(listing))
+    assert validator("cce.synclist/v1").is_valid(doc)
+    doc["knowledge"][0].pop("snapshots")
+    assert not validator("cce.synclist/v1").is_valid(doc)
