@@ -172,3 +172,15 @@ def _help(*cmd: str) -> str:
 def test_docs_quote_the_help_verbatim(cmd: str) -> None:
     doc = (ROOT / "docs" / "cli" / f"{cmd}.md").read_text(encoding="utf-8")
     assert _help("knowledge", cmd).rstrip() in doc
+
+
+def test_validate_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    class _Stdin:
+        buffer = io.BytesIO((OK + "\nnope\n").encode())
+
+    monkeypatch.setattr(sys, "stdin", _Stdin)
+    assert main(["knowledge", "validate", "-"]) == 1
+    assert capsys.readouterr().out == "<stdin>:2: $: expected ident (column 2)\n"
+    assert main(["knowledge", "validate", "-", "-"]) == 2

@@ -22,7 +22,7 @@ The rules are exactly those `cce knowledge index` and `cce knowledge ask` apply,
 a file that validates clean is one they accept. The kind is detected: a name ending
 in .manifest.json or a single cce.feed-manifest/v1 object is a manifest; a first line
 whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a feed.
-Relative paths are resolved against --dir.
+Relative paths are resolved against --dir; FILE `-` reads standard input.
 
 Under GitHub Actions (GITHUB_ACTIONS=true) each problem is also printed as an
 ::error annotation.
@@ -49,7 +49,9 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         description=VALIDATE_DESCRIPTION,
         formatter_class=formatter_class,
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="feed, manifest or suite files")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="feed, manifest or suite files (- for stdin)"
+    )
     p.add_argument(
         "--format",
         choices=("text", "json"),
@@ -110,8 +112,15 @@ def run_validate(args: argparse.Namespace) -> int:
         raise UsageError("--manifest verifies a single feed; pass exactly one FILE")
     base = None if args.dir == "." else args.dir
     reports = []
+    if args.files.count("-") > 1:
+        raise UsageError("standard input (-) can be read only once")
     for f in args.files:
-        reports.extend(validate_file(f, kind=args.kind, manifest=args.manifest, base=base))
+        # `-` reads standard input, e.g. `adapter | cce knowledge validate -`.
+        data = sys.stdin.buffer.read() if f == "-" else None
+        name = "<stdin>" if f == "-" else f
+        reports.extend(
+            validate_file(name, kind=args.kind, manifest=args.manifest, base=base, data=data)
+        )
     problems = [p for r in reports for p in r.problems]
     as_json = args.json or args.format == "json"
     out = sys.stdout

@@ -93,6 +93,10 @@ def _read(path: Path, shown: str) -> tuple[bytes, str] | Problem:
         raw = path.read_bytes()
     except OSError as e:
         return Problem(shown, None, "$", f"could not read {shown}: {io_error_text(e)}")
+    return _decode(raw, shown)
+
+
+def _decode(raw: bytes, shown: str) -> tuple[bytes, str] | Problem:
     try:
         return raw, raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -180,15 +184,17 @@ def validate_file(
     kind: str = "auto",
     manifest: str | os.PathLike[str] | None = None,
     base: str | os.PathLike[str] | None = None,
+    data: bytes | None = None,
 ) -> list[FileReport]:
     """Validate one file (and, for a feed, optionally its manifest).
 
     Returns the file's report, followed by the manifest's report when one was given.
-    `base` resolves relative paths (the paths shown stay as given).
+    `base` resolves relative paths (the paths shown stay as given). With `data`, those
+    bytes are validated under the name `path` instead of reading it (standard input).
     """
     shown = os.fspath(path)
     real = Path(base, shown) if base is not None else Path(shown)
-    got = _read(real, shown)
+    got = _read(real, shown) if data is None else _decode(data, shown)
     if isinstance(got, Problem):
         k: Kind = "feed" if kind == "auto" else kind  # type: ignore[assignment]
         return [FileReport(shown, k, problems=[got])]
