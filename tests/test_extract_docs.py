@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -37,6 +38,19 @@ def write(root: Path, rel: str, text: str | bytes) -> None:
         p.write_bytes(text)
     else:
         p.write_text(text, encoding="utf-8")
+
+
+def schema_valid(data: bytes) -> None:
+    """Every line validates against the published cce.knowledge/v1 JSON Schema."""
+    import jsonschema
+
+    schema_path = Path(__file__).resolve().parents[1] / "schemas" / "cce.knowledge.v1.schema.json"
+    validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
+    lines = data.decode("utf-8").split("\n")
+    assert lines[-1] == ""
+    for n, line in enumerate(lines[:-1], 1):
+        errors = [e.message for e in validator.iter_errors(json.loads(line))]
+        assert not errors, f"line {n}: {errors}"
 
 
 @pytest.fixture
@@ -162,6 +176,7 @@ def test_feed_validates_and_indexes(docs_repo: tuple[Path, dict[str, str]], tmp_
     assert main(["knowledge", "extract", "docs", "--root", str(root), "--out", str(feed),
                  "--manifest", str(man)]) == 0
     data = feed.read_bytes()
+    schema_valid(data)
     assert data == feed_bytes(parse_feed(data.decode()))  # canonical: re-encoding is identical
     proj = tmp_path / "proj"
     proj.mkdir()

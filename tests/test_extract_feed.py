@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
+import jsonschema
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,8 @@ records = st.builds(
     id=text, title=text, body=text, source=text, url=opt, state=opt, state_reason=opt,
     updated_at=opt, labels=st.lists(text, max_size=3), group=opt, links=st.lists(text, max_size=3),
 )
+SCHEMA = jsonschema.Draft202012Validator(json.loads(
+    (Path(__file__).resolve().parents[1] / "schemas" / "cce.knowledge.v1.schema.json").read_text()))
 ORDER = ["id", "title", "body", "source", "url", "state", "state_reason", "updated_at",
          "labels", "group", "links"]
 
@@ -37,6 +41,8 @@ def test_feed_round_trips_through_the_contract_parser(recs: list[KnowledgeRecord
         for f in ORDER:
             assert getattr(b, f) == getattr(a, f)
     assert feed_bytes(back) == data  # canonical: a re-encode is byte-identical
+    for line in data.decode("utf-8").split("\n")[:-1]:
+        SCHEMA.validate(json.loads(line))
 
 
 @given(records)

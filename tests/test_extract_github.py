@@ -43,6 +43,19 @@ def extract(gh: FakeGitHub, tmp: Path, name: str = "feed.jsonl", *, sleeps: list
     return out.read_bytes(), stats, client
 
 
+def schema_valid(data: bytes) -> None:
+    """Every line validates against the published cce.knowledge/v1 JSON Schema."""
+    import jsonschema
+
+    schema_path = Path(__file__).resolve().parents[1] / "schemas" / "cce.knowledge.v1.schema.json"
+    validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
+    lines = data.decode("utf-8").split("\n")
+    assert lines[-1] == ""
+    for n, line in enumerate(lines[:-1], 1):
+        errors = [e.message for e in validator.iter_errors(json.loads(line))]
+        assert not errors, f"line {n}: {errors}"
+
+
 @pytest.fixture
 def tracker() -> Tracker:
     return make_tracker(230, seed=11)
@@ -51,6 +64,7 @@ def tracker() -> Tracker:
 def test_mapping_follows_the_tracker(tracker: Tracker, tmp_path: Path) -> None:
     with FakeGitHub(tracker, token=TOKEN) as gh:
         data, _, _ = extract(gh, tmp_path, include_comments=True)
+    schema_valid(data)
     recs = parse_feed(data.decode())
     by_n = {int(r.id.rsplit("#", 1)[1]): r for r in recs}
     assert [int(r.id.rsplit("#", 1)[1]) for r in recs] == sorted(by_n)  # sorted by number

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 _OUT_HELP = "write the feed here (atomically) instead of stdout"
+_EXIT = "exit status: 0 feed written, 1 failed (nothing written), 2 usage error"
 _MANIFEST_HELP = "also write the cce.feed-manifest/v1 sidecar (records + sha256) here"
 
 
@@ -41,7 +42,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
             "Base URL from GITHUB_API_URL (default https://api.github.com); token from\n"
             "GITHUB_TOKEN or the variable named by --token-env. not_planned items are dropped\n"
             "unless --keep-not-planned. With --checkpoint, later runs fetch only what changed\n"
-            "and an interrupted run resumes."
+            "and an interrupted run resumes.\n\n" + _EXIT
         ),
     )
     gh.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository")
@@ -80,7 +81,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
             "One record per Markdown file (*.md, *.markdown): YAML frontmatter gives\n"
             "title/labels/group, else the first heading, else the file name. updated_at\n"
             "and url come from the last commit touching the file. Hidden folders,\n"
-            "vendor/ and node_modules/ are skipped."
+            "vendor/ and node_modules/ are skipped.\n\n" + _EXIT
         ),
     )
     src = dp.add_mutually_exclusive_group(required=True)
@@ -106,7 +107,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         description=(
             "Records from an A3S knowledge base's promoted wiki/**/*.md only (never\n"
             "sources/ or .a3s/compilation-output/). Documents need YAML frontmatter with\n"
-            "the OKF `type` field; others are skipped with a warning."
+            "the OKF `type` field; others are skipped with a warning.\n\n" + _EXIT
         ),
     )
     op.add_argument("--root", required=True, metavar="KNOWLEDGE_BASE", help="the knowledge base")
