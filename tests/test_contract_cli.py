@@ -96,7 +96,7 @@ def test_validate_unreadable_inputs(tmp_path: Path, capsys: pytest.CaptureFixtur
     missing = tmp_path / "missing.jsonl"
     assert main(["knowledge", "validate", str(missing), str(EX / "failure_modes" / "invalid_utf8.jsonl"), str(tmp_path)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{missing}: $: No such file or directory (os error 2)"
+    assert out[0] == f"{missing}: $: could not read {missing}: No such file or directory (os error 2)"
     raw = (EX / "failure_modes" / "invalid_utf8.jsonl").read_bytes()
     off = raw.index(b"\xff")
     col = off - raw.index(b"\n") - 1 + 1  # 1-based byte column within line 2

@@ -85,9 +85,7 @@ class FileReport:
 
 
 def _read(path: Path, shown: str) -> tuple[bytes, str] | Problem:
-    if not path.exists():
-        return Problem(shown, None, "$", "No such file or directory (os error 2)")
-    if not path.is_file():
+    if path.exists() and not path.is_file():
         return Problem(shown, None, "$", f"not a file: {shown}")
     try:
         raw = path.read_bytes()
