@@ -266,8 +266,11 @@ def test_usage_errors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     assert main(["knowledge", "extract", "github", "--repo", "not-a-repo"]) == 2
     assert main(["knowledge", "extract", "github", "--repo", REPO, "--scrub", "("]) == 2
     assert main(["knowledge", "extract", "github", "--repo", REPO, "--since", "2024-01-01"]) == 2
+    assert main(["knowledge", "extract", "github", "--repo", REPO, "--since", "yesterday",
+                 "--out", "x.jsonl"]) == 2
     err = capsys.readouterr().err
     assert "OWNER/NAME" in err and "regular expression" in err and "--out" in err
+    assert "ISO-8601" in err
 
 
 def test_link_header_and_timeline_parsing() -> None:

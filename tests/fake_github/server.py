@@ -342,14 +342,16 @@ class FakeGitHub:
         key = (lambda i: (i.updated_at, i.number)) if q.get("sort") == "updated" else (
             lambda i: (i.created_at, i.number))
         items.sort(key=key, reverse=q.get("direction", "desc") == "desc")
-        return self._page(path, q, [self.issue(i) for i in items], rl)
+        return self._page(path, q, items, rl, render=self.issue)
 
-    def _page(self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str]
-              ) -> tuple[int, Any, dict[str, str]]:
+    def _page(self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str],
+              render: Any = None) -> tuple[int, Any, dict[str, str]]:
         per = min(int(q.get("per_page", "30")), 100)
         page = int(q.get("page", "1"))
         last = max(1, -(-len(rows) // per))
         chunk = rows[(page - 1) * per : page * per]
+        if render is not None:  # only the served page is rendered
+            chunk = [render(r) for r in chunk]
         headers = dict(rl)
         links = []
 

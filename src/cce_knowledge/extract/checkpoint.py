@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from cce_knowledge.extract.github import Fetcher, GitHubOptions, PageResult, Pro
 from cce_knowledge.extract.output import write_feed
 
 SCHEMA = "cce.extract-checkpoint/v1"
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?")
 
 
 @dataclass(slots=True)
@@ -124,6 +126,8 @@ def run_github(
     opts: GitHubOptions = fetcher.opts
     client = fetcher.client
     say = progress or (lambda _m: None)
+    if since is not None and not _ISO.fullmatch(since):
+        raise UsageError(f"--since must be an ISO-8601 timestamp like 2026-02-01T09:00:00Z, got {since!r}")
     if (since or checkpoint) and out is None:
         raise UsageError("incremental extraction (--since / --checkpoint) needs --out FILE")
     ck_path = Path(checkpoint) if checkpoint else None

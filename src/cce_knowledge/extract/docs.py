@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.errors import ExtractError, UsageError
@@ -69,7 +70,7 @@ def markdown_record(
         top_rel, commit = hit
         updated = commit.updated_at
         if url_base:
-            url = f"{url_base.rstrip('/')}/{commit.sha}/{top_rel}"
+            url = f"{url_base.rstrip('/')}/{commit.sha}/{quote(top_rel, safe='/')}"
         else:
             url = info.file_url(top_rel, commit)
     return KnowledgeRecord(
