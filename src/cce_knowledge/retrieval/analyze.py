@@ -92,10 +92,11 @@ def _token_terms(tok: str) -> tuple[str, ...]:
         return r
     low = tok.translate(_LOWER)
     out: list[str] = []
-    whole = _term(low)
+    parts = [p for seg in tok.split("_") for p in _SUBWORD.findall(seg)]
+    # An identifier (several sub-words) is kept verbatim; a plain word is stemmed.
+    whole = (low if low not in STOPWORDS else None) if len(parts) > 1 else _term(low)
     if whole is not None:
         out.append(whole)
-    parts = [p for seg in tok.split("_") for p in _SUBWORD.findall(seg)]
     if len(parts) > 1:
         for p in parts:
             t = _term(p.translate(_LOWER))

@@ -50,7 +50,7 @@ PAIR_WEIGHT = 0.5
 def params() -> str:
     return (
         f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} wl={LEAD_WEIGHT} ln={LEAD_TERMS} "
-        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=4"
+        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=5"
     )
 
 

@@ -1,0 +1,131 @@
+"""Default ranking: analysis, behaviours, purity, and fast index == straightforward."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cce_knowledge.ingest import ingest_feed
+from cce_knowledge.retrieval import search_knowledge
+from cce_knowledge.retrieval.analyze import analyze, query_terms, stem
+from cce_knowledge.retrieval.default import build_model, default_search, search_model
+from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
+from test_retrieval_corpora import make_store, queries, stores
+
+
+def _feed(*recs: dict) -> bytes:  # type: ignore[type-arg]
+    return ("\n".join(json.dumps(r) for r in recs) + "\n").encode()
+
+
+def _rec(i: str, title: str, body: str, **kw: object) -> dict:  # type: ignore[type-arg]
+    return {"id": i, "title": title, "body": body, "source": "t", **kw}
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def test_identifiers_keep_the_whole_token_and_add_sub_words() -> None:
+    assert analyze("getUserName") == ["getusername", "user", "name"]  # "get" is a stopword
+    assert analyze("aws_eks_cluster") == ["aws_eks_cluster", "aws", "eks", "cluster"]
+    assert query_terms("getUserName getUserName") == ["getusername", "user", "name", "getusername getusername"]
+    assert "http" in analyze("HTTPServer") and "server" in analyze("HTTPServer")
+
+
+def test_light_stemming_joins_inflections() -> None:
+    for group in (("lock", "locks", "locked", "locking"), ("retry", "retries"),
+                  ("allocation", "allocations"), ("lifetime", "lifetimes")):
+        assert len({stem(w) for w in group}) == 1, group
+    assert stem("number") == "number" and stem("string") == "string"
+
+
+def test_stopwords_and_pairs() -> None:
+    terms = query_terms("how is the lock file shared")
+    assert "how" not in terms and "the" not in terms
+    assert "lock file" in terms  # the neighbouring-word pair
+    assert query_terms("the of and") == []
+
+
+@given(st.text(max_size=60))
+def test_analysis_is_deterministic_and_ascii(s: str) -> None:
+    a = analyze(s)
+    assert a == analyze(s)
+    assert all(t.isascii() and t for t in a)
+
+
+# ---------------------------------------------------------------- behaviours
+
+
+def test_identifier_query_finds_snake_case_record() -> None:
+    stx = ingest_feed(_feed(
+        _rec("a", "Cluster sizing", "We size the aws_eks_cluster by peak load."),
+        _rec("b", "Unrelated", "Nothing to see here about clusters of grapes."),
+    ))
+    hits = search_knowledge(stx, "eks cluster sizing", 5, 0.0)
+    assert hits[0].record_id == "a"
+    hits = search_knowledge(stx, "getUserName", 5, 0.0)
+    assert hits == []
+
+
+def test_record_level_aggregation_beats_a_single_repetitive_section() -> None:
+    body_a = "## Why\n\nAccounts lock after failed login attempts.\n\n## How\n\nThe counter resets after fifteen minutes."
+    body_b = "## Notes\n\nlogin login login login login login"
+    stx = ingest_feed(_feed(_rec("a", "Account lockout", body_a), _rec("b", "Misc", body_b)), 10)
+    hits = search_knowledge(stx, "when does a login lockout counter reset", 5, 0.0)
+    assert hits[0].record_id == "a"
+    # The hit cites the best matching section of the record, with its lines.
+    assert "counter" in hits[0].content
+    assert hits[0].start_line > 1
+
+
+def test_scores_are_fractions_and_floor_applies() -> None:
+    stx = ingest_feed(_feed(_rec("a", "Refund windows", "refunds are allowed for 30 days"),
+                            _rec("b", "Shipping", "parcels ship in two days")))
+    hits = search_knowledge(stx, "refund window for parcels", 5, 0.0)
+    assert hits and all(0.0 < h.score < 1.0 for h in hits)
+    top = hits[0].score
+    assert [h.record_id for h in search_knowledge(stx, "refund window for parcels", 5, top)] == ["a"]
+
+
+def test_one_hit_per_record() -> None:
+    body = "\n\n".join(f"## Part {i}\n\nrefund rules part {i}" for i in range(6))
+    stx = ingest_feed(_feed(_rec("big", "Refund rules", body), _rec("small", "Refund", "refund")), 8)
+    hits = search_knowledge(stx, "refund rules", 10, 0.0)
+    assert sorted(h.record_id for h in hits) == ["big", "small"]
+
+
+# ---------------------------------------------------------------- fast == straightforward
+
+
+def _fast(store):  # type: ignore[no-untyped-def]
+    return FastIndex(Path("mem"), build_bytes(store, with_reference=False), lambda: store)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(store=stores, query=queries, top_k=st.integers(1, 12), floor=st.sampled_from([0.0, 0.05, 0.3]))
+def test_fast_default_is_bit_identical(store, query, top_k, floor) -> None:  # type: ignore[no-untyped-def]
+    assert _fast(store).search(query, top_k, floor) == default_search(store.chunks, query, top_k, floor)
+
+
+@settings(max_examples=60, deadline=None)
+@given(store=stores, query=queries)
+def test_default_is_a_pure_function_of_store_and_query(store, query) -> None:  # type: ignore[no-untyped-def]
+    a = default_search(store.chunks, query, 8, 0.0)
+    assert a == default_search(store.chunks, query, 8, 0.0)
+    assert a == search_model(build_model(store.chunks), query, 8, 0.0)
+    # Record order in the store does not matter.
+    groups: dict[str, list] = {}  # type: ignore[type-arg]
+    for c in store.chunks:
+        groups.setdefault(c.record_id, []).append(c)
+    rev = make_store([])
+    rev.chunks = [c for rid in reversed(list(groups)) for c in groups[rid]]
+    assert default_search(rev.chunks, query, 8, 0.0) == a
+    # Staleness: a dropped record never surfaces.
+    assert not any(
+        c.state_reason in ("not_planned", "wontfix")
+        for h in a
+        for c in store.chunks
+        if c.chunk_id == h.chunk_id
+    )
