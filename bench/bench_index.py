@@ -109,7 +109,9 @@ def floor_main(corpus: str) -> None:
         for line in f:
             if line.strip():
                 rec = json.loads(line)
-                docs.append(("# " + rec["title"].strip(RUST_WS_CHARS) + "\n\n" + rec["body"]).encode())
+                docs.append(
+                    ("# " + rec["title"].strip(RUST_WS_CHARS) + "\n\n" + rec["body"]).encode()
+                )
     parser = Parser(Language(tree_sitter_markdown.language()))
     lat: list[float] = []
     t0 = time.perf_counter()
@@ -139,13 +141,25 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
             wall, peak, out = run_measured(
-                [sys.executable, "-m", "cce_knowledge", "knowledge", "index", str(corpus),
-                 "--dir", tmp, "--jobs", str(jobs)]
+                [
+                    sys.executable,
+                    "-m",
+                    "cce_knowledge",
+                    "knowledge",
+                    "index",
+                    str(corpus),
+                    "--dir",
+                    tmp,
+                    "--jobs",
+                    str(jobs),
+                ]
             )
             if best_ours is None or wall < best_ours[0]:
                 best_ours = (wall, peak, out)
             snap = (Path(tmp) / ".cce" / "knowledge" / "current").read_text().strip()
-            store_sha = hashlib.sha256((Path(tmp) / ".cce" / "knowledge" / f"{snap}.json").read_bytes()).hexdigest()
+            store_sha = hashlib.sha256(
+                (Path(tmp) / ".cce" / "knowledge" / f"{snap}.json").read_bytes()
+            ).hexdigest()
         _, fpeak, fout = run_measured([sys.executable, __file__, "--floor-child", str(corpus)])
         info = json.loads(fout)
         if best_floor is None or info["wall"] < best_floor[0]:
@@ -160,7 +174,9 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
     mb = size / 1e6
     print(f"corpus  {corpus}  ({mb:.1f} MB, {records} records, {chunks} chunks; best of {repeat})")
     print(f"  {'':24}{'wall s':>10}{'MB/s':>10}{'peak RSS MiB':>15}")
-    print(f"  {'ours: index --jobs ' + str(jobs):24}{ow:>10.2f}{mb / ow:>10.2f}{opeak / 1024:>15.0f}")
+    print(
+        f"  {'ours: index --jobs ' + str(jobs):24}{ow:>10.2f}{mb / ow:>10.2f}{opeak / 1024:>15.0f}"
+    )
     print(f"  {'floor: ts-md parse (1p)':24}{fw:>10.2f}{mb / fw:>10.2f}{fpeak / 1024:>15.0f}")
     print(f"  ratio ours/floor: {ow / fw:.2f}x   (target <= 1.5x)")
     print(
@@ -169,7 +185,9 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
         f"p99 {_pct(lat, 0.99) * 1e3:.2f}  max {(lat[-1] if lat else 0) * 1e3:.2f}"
     )
     print(f"  store sha256 {store_sha}")
-    print(f"  load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(
+        f"  load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
     sys.stdout.flush()
 
 
@@ -177,7 +195,9 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--floor-child":
         floor_main(sys.argv[2])
         return
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("corpus", nargs="+", type=Path)
     ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--repeat", type=int, default=1)

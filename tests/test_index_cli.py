@@ -44,7 +44,11 @@ def snapshot_files(root: Path) -> list[str]:
 
 def manifest_for(raw: bytes, records: int) -> str:
     return json.dumps(
-        {"schema": "cce.feed-manifest/v1", "records": records, "sha256": hashlib.sha256(raw).hexdigest()}
+        {
+            "schema": "cce.feed-manifest/v1",
+            "records": records,
+            "sha256": hashlib.sha256(raw).hexdigest(),
+        }
     )
 
 
@@ -67,7 +71,9 @@ def test_success_output_and_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert (kdir(tmp_path) / "current").read_bytes() == b"598e1b3891572bbb\n"
 
 
-def test_default_dir_is_cwd(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_dir_is_cwd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     rc, out, _ = run(capsys, str(CURATED))
     assert rc == 0
@@ -77,15 +83,23 @@ def test_default_dir_is_cwd(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
 def test_manifest_verified_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     raw = CURATED.read_bytes()
     m = tmp_path / "feed.manifest.json"
-    m.write_text(manifest_for(raw, 2).upper().replace("CCE.FEED-MANIFEST/V1", "x").replace('"SCHEMA"', '"schema"')
-                 .replace('"RECORDS"', '"records"').replace('"SHA256"', '"sha256"'))
+    m.write_text(
+        manifest_for(raw, 2)
+        .upper()
+        .replace("CCE.FEED-MANIFEST/V1", "x")
+        .replace('"SCHEMA"', '"schema"')
+        .replace('"RECORDS"', '"records"')
+        .replace('"SHA256"', '"sha256"')
+    )
     rc, out, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(m))
     assert (rc, err) == (0, "")
     assert f"  manifest  : verified ({m}) \u2014 2 records\n" in out
     assert out.index("manifest  :") < out.index("records   :")
 
 
-def test_reindex_prunes_old_snapshot_keeps_others(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reindex_prunes_old_snapshot_keeps_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run(capsys, str(CURATED), "--dir", str(tmp_path))[0] == 0
     (kdir(tmp_path) / "synced.json").write_text("{}")
     (kdir(tmp_path) / "notes.json").write_text("{}")
@@ -108,7 +122,10 @@ def test_budget_from_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_jobs_do_not_change_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for jobs in ("1", "2"):
         root = tmp_path / jobs
-        assert run(capsys, str(FEEDS / "huge_section.jsonl"), "--dir", str(root), "--jobs", jobs)[0] == 0
+        assert (
+            run(capsys, str(FEEDS / "huge_section.jsonl"), "--dir", str(root), "--jobs", jobs)[0]
+            == 0
+        )
     assert snapshot_files(tmp_path / "1") == snapshot_files(tmp_path / "2")
     name = snapshot_files(tmp_path / "1")[0]
     assert (kdir(tmp_path / "1") / name).read_bytes() == (kdir(tmp_path / "2") / name).read_bytes()
@@ -116,9 +133,16 @@ def test_jobs_do_not_change_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize(
     ("fixture", "records", "chunks"),
-    [("crlf.jsonl", 2, 2), ("blank_lines.jsonl", 1, 1), ("empty.jsonl", 0, 0), ("huge_section.jsonl", 1, 2)],
+    [
+        ("crlf.jsonl", 2, 2),
+        ("blank_lines.jsonl", 1, 1),
+        ("empty.jsonl", 0, 0),
+        ("huge_section.jsonl", 1, 2),
+    ],
 )
-def test_edge_feeds_index(tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, records: int, chunks: int) -> None:
+def test_edge_feeds_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, records: int, chunks: int
+) -> None:
     rc, out, _ = run(capsys, str(FEEDS / fixture), "--dir", str(tmp_path))
     assert rc == 0
     assert f"  records   : {records}\n  chunks    : {chunks}\n" in out
@@ -147,10 +171,17 @@ def seeded(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, bytes]:
 
 @pytest.mark.parametrize(
     ("fixture", "line"),
-    [("bom.jsonl", 1), ("duplicate_key.jsonl", 2), ("null_labels.jsonl", 1), ("nan.jsonl", 2),
-     ("deep_nesting.jsonl", 1)],
+    [
+        ("bom.jsonl", 1),
+        ("duplicate_key.jsonl", 2),
+        ("null_labels.jsonl", 1),
+        ("nan.jsonl", 2),
+        ("deep_nesting.jsonl", 1),
+    ],
 )
-def test_bad_lines_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, line: int) -> None:
+def test_bad_lines_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, line: int
+) -> None:
     before = seeded(tmp_path, capsys)
     rc, out, err = run(capsys, str(FEEDS / fixture), "--dir", str(tmp_path))
     assert rc == 1 and out == ""
@@ -184,27 +215,40 @@ def test_not_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (1, f"error: not a file: {tmp_path / 'missing.jsonl'}\n")
 
 
-def test_disabled_comes_after_not_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_disabled_comes_after_not_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / ".cce").mkdir()
     (tmp_path / ".cce" / "config").write_text("knowledge:\n  enabled: false\n")
     rc, _, err = run(capsys, str(tmp_path / "nope"), "--dir", str(tmp_path))
     assert err == f"error: not a file: {tmp_path / 'nope'}\n"
     rc, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path))
-    assert (rc, err) == (1, "error: knowledge is disabled (knowledge.enabled: false in .cce/config)\n")
+    assert (rc, err) == (
+        1,
+        "error: knowledge is disabled (knowledge.enabled: false in .cce/config)\n",
+    )
     assert not kdir(tmp_path).exists()
 
 
-def test_disabled_typo_block_resets_to_enabled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_disabled_typo_block_resets_to_enabled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / ".cce").mkdir()
-    (tmp_path / ".cce" / "config").write_text("knowledge:\n  enabled: no\n")  # `no` is a string in serde_yaml
+    (tmp_path / ".cce" / "config").write_text(
+        "knowledge:\n  enabled: no\n"
+    )  # `no` is a string in serde_yaml
     assert run(capsys, str(CURATED), "--dir", str(tmp_path))[0] == 0
 
 
 def test_truncated_feed_with_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = seeded(tmp_path, capsys)
     rc, out, err = run(
-        capsys, str(FEEDS / "truncated.jsonl"), "--dir", str(tmp_path),
-        "--manifest", str(FEEDS / "truncated.manifest.json"),
+        capsys,
+        str(FEEDS / "truncated.jsonl"),
+        "--dir",
+        str(tmp_path),
+        "--manifest",
+        str(FEEDS / "truncated.manifest.json"),
     )
     assert (rc, out) == (1, "")
     assert err == (
@@ -234,10 +278,17 @@ def test_manifest_checksum_and_shape(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_parse_error_wins_over_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(
-        capsys, str(FEEDS / "bom.jsonl"), "--dir", str(tmp_path), "--manifest", str(tmp_path / "absent.json")
+        capsys,
+        str(FEEDS / "bom.jsonl"),
+        "--dir",
+        str(tmp_path),
+        "--manifest",
+        str(tmp_path / "absent.json"),
     )
     assert rc == 1 and err.startswith("error: line 1: ")
-    rc, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(tmp_path / "absent.json"))
+    rc, _, err = run(
+        capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(tmp_path / "absent.json")
+    )
     assert err == (
         f"error: could not read feed manifest {tmp_path / 'absent.json'}: "
         "No such file or directory (os error 2)\n"
@@ -255,7 +306,9 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 # ---------------------------------------------------------------- nothing half-written
 
 
-def test_write_error_leaves_previous_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_write_error_leaves_previous_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = seeded(tmp_path, capsys)
     snap = hashlib.sha256(ASK_CORPUS.read_bytes()).hexdigest()[:16]
     blocker = kdir(tmp_path) / f"{snap}.json"
@@ -274,7 +327,9 @@ def test_write_error_leaves_previous_store(tmp_path: Path, capsys: pytest.Captur
 def _cce(*args: str, **kw: object) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "cce_knowledge", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw,  # type: ignore[call-overload]
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,  # type: ignore[call-overload]
     )
 
 
@@ -284,9 +339,13 @@ def _limit_file_size() -> None:
 
 
 @pytest.mark.slow
-def test_disk_full_leaves_previous_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_disk_full_leaves_previous_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = seeded(tmp_path, capsys)
-    p = _cce("knowledge", "index", str(ASK_CORPUS), "--dir", str(tmp_path), preexec_fn=_limit_file_size)
+    p = _cce(
+        "knowledge", "index", str(ASK_CORPUS), "--dir", str(tmp_path), preexec_fn=_limit_file_size
+    )
     out, err = p.communicate(timeout=120)
     assert p.returncode == 1 and out == b""
     assert err == b"error: could not write knowledge store: File too large (os error 27)\n"
@@ -297,12 +356,23 @@ def _big_feed(path: Path, records: int) -> None:
     body = "## Part\n\n" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 60
     with path.open("w") as f:
         for i in range(records):
-            f.write(json.dumps({"id": f"big:{i}", "title": f"Big {i}", "body": f"{body}\n\n## Tail {i}\n",
-                                "source": "bench"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"big:{i}",
+                        "title": f"Big {i}",
+                        "body": f"{body}\n\n## Tail {i}\n",
+                        "source": "bench",
+                    }
+                )
+                + "\n"
+            )
 
 
 @pytest.mark.slow
-def test_sigkill_mid_index_keeps_previous_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sigkill_mid_index_keeps_previous_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = seeded(tmp_path, capsys)
     feed = tmp_path / "big.jsonl"
     _big_feed(feed, 3000)
@@ -316,7 +386,11 @@ def test_sigkill_mid_index_keeps_previous_store(tmp_path: Path, capsys: pytest.C
         assert p.returncode == -signal.SIGKILL
         # `current` and the old store are exactly as they were; at most a dot-temp remains.
         d = kdir(tmp_path)
-        now = {q.name: q.read_bytes() for q in d.iterdir() if not q.name.startswith(".") or q.name == ".lock"}
+        now = {
+            q.name: q.read_bytes()
+            for q in d.iterdir()
+            if not q.name.startswith(".") or q.name == ".lock"
+        }
         assert now == before
         assert hashlib.sha256(dumps(load_current(tmp_path))).hexdigest() == CURATED_SHA
     # and the next run completes normally
@@ -351,7 +425,9 @@ def test_concurrent_indexers_leave_a_consistent_store(tmp_path: Path) -> None:
     assert leftovers == []
 
 
-def test_index_help_lists_options(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_help_lists_options(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     with pytest.raises(SystemExit):
         main(["knowledge", "index", "--help"])

@@ -44,9 +44,15 @@ def test_curated_golden() -> None:
 def test_curated_facets() -> None:
     c0, c1 = ingest_feed(CURATED).chunks
     assert c0.record_id == "gh:acme/app#12"
-    assert (c0.state, c0.state_reason, c0.updated_at) == ("closed", "completed", "2026-02-01T10:00:00Z")
+    assert (c0.state, c0.state_reason, c0.updated_at) == (
+        "closed",
+        "completed",
+        "2026-02-01T10:00:00Z",
+    )
     assert c0.group == "Identity" and c0.labels == ["policy", "auth"]
-    assert c1.state == "open" and c1.state_reason is None and c1.updated_at is None and c1.url is None
+    assert (
+        c1.state == "open" and c1.state_reason is None and c1.updated_at is None and c1.url is None
+    )
     assert "api_key = [REDACTED:SECRET]" in c1.content
     assert "s3cr3tvalue123" not in dumps(ingest_feed(CURATED)).decode()
 
@@ -62,8 +68,14 @@ def test_fast_path_bytes_equal_model_bytes(workers: int) -> None:
 def test_parallel_segments_are_order_preserving(tmp_path: Path) -> None:
     # Enough bytes to take the multi-process path with several segments.
     lines = [
-        json.dumps({"id": f"r{i}", "title": f"T {i}", "body": f"## S\n\n{'word ' * 200}{i}\n",
-                    "source": "s"})
+        json.dumps(
+            {
+                "id": f"r{i}",
+                "title": f"T {i}",
+                "body": f"## S\n\n{'word ' * 200}{i}\n",
+                "source": "s",
+            }
+        )
         for i in range(400)
     ]
     raw = ("\n".join(lines) + "\n").encode()
@@ -74,7 +86,10 @@ def test_parallel_segments_are_order_preserving(tmp_path: Path) -> None:
 
 
 def test_parallel_error_line_numbers_are_global() -> None:
-    lines = [json.dumps({"id": f"r{i}", "title": "t", "body": "b" * 2000, "source": "s"}) for i in range(300)]
+    lines = [
+        json.dumps({"id": f"r{i}", "title": "t", "body": "b" * 2000, "source": "s"})
+        for i in range(300)
+    ]
     lines[250] = '{"id": "bad"'
     raw = ("\n".join(lines) + "\n").encode()
     for workers in (1, 2):
@@ -123,7 +138,9 @@ def test_facets_redacted_id_kept() -> None:
     assert c.labels == ["secret: [REDACTED:SECRET]"]
     assert "s3cr3tvalue123" not in c.content and "hunter2secret" not in c.content
     # the chunk-id path is the raw id
-    rec_doc = redact("# Leaked password = hunter2secret\n\n## Setup\n\nexport api_key=s3cr3tvalue123\n")
+    rec_doc = redact(
+        "# Leaked password = hunter2secret\n\n## Setup\n\nexport api_key=s3cr3tvalue123\n"
+    )
     want = chunk_markdown("gh:acme/app#9 token=abcdefghijklmnop", rec_doc, 400)
     assert [x.chunk_id for x in store.chunks] == [x.chunk_id for x in want]
 
@@ -153,12 +170,16 @@ def test_store_round_trip() -> None:
 
 _TEXT = st.text(alphabet=st.characters(codec="utf-8", blacklist_categories=("Cs",)), max_size=80)
 _BODY = st.lists(
-    st.one_of(st.sampled_from(["## A", "### B", "# C", "text", "", "```", "password = abcdefghij"]), _TEXT),
+    st.one_of(
+        st.sampled_from(["## A", "### B", "# C", "text", "", "```", "password = abcdefghij"]), _TEXT
+    ),
     max_size=12,
 ).map("\n".join)
 _REC = st.builds(
     lambda i, t, b: json.dumps({"id": i, "title": t, "body": b, "source": "s"}, ensure_ascii=False),
-    _TEXT, _TEXT, _BODY,
+    _TEXT,
+    _TEXT,
+    _BODY,
 )
 
 
@@ -176,7 +197,10 @@ def test_same_bytes_in_same_bytes_out(lines: list[str], budget: int) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300) | st.text(max_size=300).map(lambda s: s.encode("utf-8", "surrogatepass")))
+@given(
+    st.binary(max_size=300)
+    | st.text(max_size=300).map(lambda s: s.encode("utf-8", "surrogatepass"))
+)
 def test_arbitrary_bytes_raise_only_typed_errors(raw: bytes) -> None:
     try:
         res, data = index_feed(raw, 400, 1)

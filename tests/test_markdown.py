@@ -25,7 +25,12 @@ VECTORS = Path(__file__).parent / "vectors" / "markdown"
 @pytest.mark.parametrize(
     ("name", "budget", "count", "sha"),
     [
-        ("code_fence.md", 400, 1, "14a94ff03573a0567a582c0d875acbe30bcfc0a3e3fa840f72324cd37660371a"),
+        (
+            "code_fence.md",
+            400,
+            1,
+            "14a94ff03573a0567a582c0d875acbe30bcfc0a3e3fa840f72324cd37660371a",
+        ),
         ("preamble.md", 400, 2, "5a31d985af312ffc7a3b68be79f78fb44af69e4c4e4c387d915c00328c1ae164"),
         ("nested.md", 400, 1, "ecff4f0927d76ff770578c9399fb8fc631d018a69efd572bbc898645b8069598"),
         ("oversized.md", 30, 3, "fa864f7e1af325c13174f876ee7a1f5197a8663464fa7d8dcf8895a5677ccdb5"),
@@ -180,9 +185,31 @@ def test_nesting_guard_blank_fallback() -> None:
 
 _LINE = st.one_of(
     st.sampled_from(
-        ["# H1", "## H2", "### H3", "#### H4", "text", "", "```", "~~~", "- item", "> quote",
-         "===", "---", "  ## indented", "#tag", "para with words", "    code", "<!-- c -->",
-         "# Title #", "\u3000", "é\u00e9 ünïcode", "\r", "* * *", "1. one"]
+        [
+            "# H1",
+            "## H2",
+            "### H3",
+            "#### H4",
+            "text",
+            "",
+            "```",
+            "~~~",
+            "- item",
+            "> quote",
+            "===",
+            "---",
+            "  ## indented",
+            "#tag",
+            "para with words",
+            "    code",
+            "<!-- c -->",
+            "# Title #",
+            "\u3000",
+            "é\u00e9 ünïcode",
+            "\r",
+            "* * *",
+            "1. one",
+        ]
     ),
     st.text(alphabet=st.characters(codec="utf-8", blacklist_categories=("Cs",)), max_size=30),
 )
@@ -237,7 +264,9 @@ def test_heading_walk_equals_query_on_vectors_and_nesting() -> None:
     from cce_knowledge.engine.markdown import _get_parser, _heading_nodes, heading_nodes_by_query
 
     texts = [p.read_text(encoding="utf-8") for p in sorted(VECTORS.glob("*.md"))]
-    texts.append("- a\n  - b\n    > # deep\n    > Sub\n    > ---\n1. # num\n| a |\n|---|\n| # x |\n")
+    texts.append(
+        "- a\n  - b\n    > # deep\n    > Sub\n    > ---\n1. # num\n| a |\n|---|\n| # x |\n"
+    )
     for t in texts:
         root = _get_parser().parse(t.encode()).root_node
         assert [n.start_byte for n in _heading_nodes(root)] == [

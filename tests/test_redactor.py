@@ -16,7 +16,13 @@ OPENAI = "sk" + "-" + "abcdefghijklmnopqrstuvwxyz012345ABCD"
 ANTHROPIC = "sk-" + "ant-" + "api03_abcdefghijklmnopqrstuvwxyz0123"
 SLACK = "xox" + "b-" + "1234567890-abcdefABCDEF"
 GOOGLE = "AIza" + "SyA1234567890abcdefghijklmnopqrstuv"
-JWT = "eyJ" + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0" + ".abcDEF123456"
+JWT = (
+    "eyJ"
+    + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    + ".eyJ"
+    + "zdWIiOiIxMjM0NTY3ODkwIn0"
+    + ".abcDEF123456"
+)
 PEM = "-----BEGIN RSA PRIVATE " + "KEY-----\nMIIBOgIBAAJBAK\n-----END RSA PRIVATE " + "KEY-----"
 
 CASES: list[tuple[str, str]] = [
@@ -25,14 +31,20 @@ CASES: list[tuple[str, str]] = [
     ("api_key: s3cr3tvalue", "api_key: [REDACTED:SECRET]"),
     (f'token = "{GH}"', 'token = "[REDACTED:GITHUB_TOKEN]"'),
     ("password = short12", "password = short12"),
-    ('{password: "abcdefghij", host: "publicdb"}', '{password: "[REDACTED:SECRET]", host: "publicdb"}'),
+    (
+        '{password: "abcdefghij", host: "publicdb"}',
+        '{password: "[REDACTED:SECRET]", host: "publicdb"}',
+    ),
     ('password = "abcdefghij".freeze', 'password = "[REDACTED:SECRET]".freeze'),
     ('password="changeme"token="ZmaskH-mergesecret42"', 'password="[REDACTED:SECRET]"'),
     (
         'password = "abcdefghij\ntoken = "klmnopqrst"',
         'password = "[REDACTED:SECRET]\ntoken = "[REDACTED:SECRET]"',
     ),
-    ("DATABASE_URL=postgres://user:password@localhost/app", "DATABASE_URL=postgres://user:password@localhost/app"),
+    (
+        "DATABASE_URL=postgres://user:password@localhost/app",
+        "DATABASE_URL=postgres://user:password@localhost/app",
+    ),
     # --- the nine specific patterns
     (f'AWS = "{AWS}"', 'AWS = "[REDACTED:AWS_ACCESS_KEY]"'),
     (f'key = "{STRIPE}"', 'key = "[REDACTED:STRIPE_KEY]"'),
@@ -42,7 +54,10 @@ CASES: list[tuple[str, str]] = [
     (f"G={GOOGLE}", "G=[REDACTED:GOOGLE_API_KEY]"),
     (JWT, "[REDACTED:JWT]"),
     (PEM, "[REDACTED:PRIVATE_KEY]"),
-    (f"before {PEM} middle {PEM} after", "before [REDACTED:PRIVATE_KEY] middle [REDACTED:PRIVATE_KEY] after"),
+    (
+        f"before {PEM} middle {PEM} after",
+        "before [REDACTED:PRIVATE_KEY] middle [REDACTED:PRIVATE_KEY] after",
+    ),
     # AWS is not word-bounded: a tail survives, a prefix too
     (f"x{AWS}TAIL", "x[REDACTED:AWS_ACCESS_KEY]TAIL"),
     ("AKIA" + "ABCDEFGHIJKLMNO", "AKIA" + "ABCDEFGHIJKLMNO"),  # 15 chars: no match
@@ -51,17 +66,43 @@ CASES: list[tuple[str, str]] = [
     ("gho_" + "a" * 36, "[REDACTED:GITHUB_TOKEN]"),
     ("xoxq-1234567890", "xoxq-1234567890"),
     ("sk_live_" + "a" * 15, "sk_live_" + "a" * 15),
-    ("akia" + "IOSFODNN7EXAMPLE", "akia" + "IOSFODNN7EXAMPLE"),  # specific patterns are case-sensitive
+    (
+        "akia" + "IOSFODNN7EXAMPLE",
+        "akia" + "IOSFODNN7EXAMPLE",
+    ),  # specific patterns are case-sensitive
     # --- generic pass: placeholders
     ('key = "your-api-key"', 'key = "your-api-key"'),
-    *[(f'secret = "{v}"', f'secret = "{v}"') for v in (
-        "your-token-here", "changeme", "placeholder", "dummy-value", "test-secret",
-        "sample-key", "xxxxxxxx", "example-value", "my-value-here", "the-real-one",
-    )],
-    *[(f"password = {v}", f"password = {v}") for v in (
-        "${DB_PASSWORD}", "<your-secret>", "{{token}}", "null", "nil", "none", "true",
-        "false", "--------", "NULL", "TRUE",
-    )],
+    *[
+        (f'secret = "{v}"', f'secret = "{v}"')
+        for v in (
+            "your-token-here",
+            "changeme",
+            "placeholder",
+            "dummy-value",
+            "test-secret",
+            "sample-key",
+            "xxxxxxxx",
+            "example-value",
+            "my-value-here",
+            "the-real-one",
+        )
+    ],
+    *[
+        (f"password = {v}", f"password = {v}")
+        for v in (
+            "${DB_PASSWORD}",
+            "<your-secret>",
+            "{{token}}",
+            "null",
+            "nil",
+            "none",
+            "true",
+            "false",
+            "--------",
+            "NULL",
+            "TRUE",
+        )
+    ],
     # --- short values and empties
     ('token = "abc"', 'token = "abc"'),
     ('password = ""', 'password = ""'),
@@ -73,19 +114,28 @@ CASES: list[tuple[str, str]] = [
     ("password = don't-tell-anyone-secretvalue", "password = [REDACTED:SECRET]"),
     ('password = "abcdefghij\'tail-super-secret"', 'password = "[REDACTED:SECRET]"'),
     ("api_key='qwertyuiop-secret'", "api_key='[REDACTED:SECRET]'"),
-    ('password = \'abcdefghij"tail-super-secret\'', "password = '[REDACTED:SECRET]'"),
+    ("password = 'abcdefghij\"tail-super-secret'", "password = '[REDACTED:SECRET]'"),
     ('password = "correct horse battery staple"', 'password = "[REDACTED:SECRET]"'),
-    ('password = "a1b2c3d4e5" token = "f6g7h8i9j0"', 'password = "[REDACTED:SECRET]" token = "[REDACTED:SECRET]"'),
+    (
+        'password = "a1b2c3d4e5" token = "f6g7h8i9j0"',
+        'password = "[REDACTED:SECRET]" token = "[REDACTED:SECRET]"',
+    ),
     ("password = 'abcdefghij'tail-super-secret'", "password = '[REDACTED:SECRET]'"),
     ('password = "abcdefghij\\"tail-super-secret"', 'password = "[REDACTED:SECRET]"'),
     (f'password = "{AWS}suffix-secret"', 'password = "[REDACTED:SECRET]"'),
     (f"password = {AWS}suffix-secret", "password = [REDACTED:SECRET]"),
     ("password = `abcdefghij`tail-super-secret`", "password = `[REDACTED:SECRET]`"),
     ("password = 'abcdefgh'mid'tail-super-secret'", "password = '[REDACTED:SECRET]'"),
-    ("password = 'a1b2c3d4e5' token = 'f6g7h8i9j0'", "password = '[REDACTED:SECRET]' token = '[REDACTED:SECRET]'"),
+    (
+        "password = 'a1b2c3d4e5' token = 'f6g7h8i9j0'",
+        "password = '[REDACTED:SECRET]' token = '[REDACTED:SECRET]'",
+    ),
     ("password = 'abcdefghij''tail-super-secret'", "password = '[REDACTED:SECRET]'"),
     ("password = 'abc''realsecret-here'", "password = '[REDACTED:SECRET]'"),
-    ('password = "changeme", token = "realsecrettail123"', 'password = "changeme", token = "[REDACTED:SECRET]"'),
+    (
+        'password = "changeme", token = "realsecrettail123"',
+        'password = "changeme", token = "[REDACTED:SECRET]"',
+    ),
     ("password = 'abcdefghij'.tail'", "password = '[REDACTED:SECRET]'"),
     ("password = 'abcdefghij'\u00e9tail", "password = '[REDACTED:SECRET]"),
     # backslash at the very end: unterminated, no closing quote re-emitted
@@ -206,8 +256,28 @@ def test_real_values_are_always_redacted(key: str, op: str, value: str) -> None:
 
 _FRAGMENTS = st.lists(
     st.sampled_from(
-        ["password", "token", "api_key", " ", "=", ":", '"', "'", "`", "abcdefghij", "abc",
-         "\n", "\\", ".", ",", "x", "changeme", "[REDACTED:SECRET]", AWS, "\u017f"]
+        [
+            "password",
+            "token",
+            "api_key",
+            " ",
+            "=",
+            ":",
+            '"',
+            "'",
+            "`",
+            "abcdefghij",
+            "abc",
+            "\n",
+            "\\",
+            ".",
+            ",",
+            "x",
+            "changeme",
+            "[REDACTED:SECRET]",
+            AWS,
+            "\u017f",
+        ]
     ),
     max_size=14,
 ).map("".join)
@@ -223,8 +293,31 @@ def test_idempotent_on_assignment_soup(s: str) -> None:
 
 _KEY_SOUP = st.lists(
     st.sampled_from(
-        ["pass", "word", "wd", "secret", "_", "-", "key", "api", "access", "auth", "token",
-         "private", "KEY", "S", "\u017f", "\u212a", "ey", " ", "=", ":", "\n", "\u3000", "x"]
+        [
+            "pass",
+            "word",
+            "wd",
+            "secret",
+            "_",
+            "-",
+            "key",
+            "api",
+            "access",
+            "auth",
+            "token",
+            "private",
+            "KEY",
+            "S",
+            "\u017f",
+            "\u212a",
+            "ey",
+            " ",
+            "=",
+            ":",
+            "\n",
+            "\u3000",
+            "x",
+        ]
     ),
     max_size=16,
 ).map("".join)
@@ -244,8 +337,28 @@ def test_trie_prefix_equals_reference_alternation(s: str) -> None:
 @given(
     st.lists(
         st.sampled_from(
-            [AWS, GH, STRIPE, OPENAI, ANTHROPIC, SLACK, GOOGLE, JWT, PEM, "sk-", "gh", "_", "x", " ",
-             "sk-ant-" + "a" * 10, "xoxb-", "AIza", "eyJ", "=", "token"]
+            [
+                AWS,
+                GH,
+                STRIPE,
+                OPENAI,
+                ANTHROPIC,
+                SLACK,
+                GOOGLE,
+                JWT,
+                PEM,
+                "sk-",
+                "gh",
+                "_",
+                "x",
+                " ",
+                "sk-ant-" + "a" * 10,
+                "xoxb-",
+                "AIza",
+                "eyJ",
+                "=",
+                "token",
+            ]
         ),
         max_size=10,
     ).map("".join)

@@ -69,8 +69,18 @@ def test_serde_f64_round_trips_and_is_shortest(x: float) -> None:
 
 @pytest.mark.parametrize(
     ("x", "want"),
-    [(0.5, 1), (1.5, 2), (2.5, 3), (-0.5, -1), (-2.5, -3), (0.49999999999999994, 0),
-     (1e300, 2**63 - 1), (float("nan"), 0), (-1e300, -(2**63)), (2.4999, 2)],
+    [
+        (0.5, 1),
+        (1.5, 2),
+        (2.5, 3),
+        (-0.5, -1),
+        (-2.5, -3),
+        (0.49999999999999994, 0),
+        (1e300, 2**63 - 1),
+        (float("nan"), 0),
+        (-1e300, -(2**63)),
+        (2.4999, 2),
+    ],
 )
 def test_rust_round_half_away_from_zero(x: float, want: int) -> None:
     assert rust_round(x) == want
@@ -78,8 +88,14 @@ def test_rust_round_half_away_from_zero(x: float, want: int) -> None:
 
 @pytest.mark.parametrize(
     ("x", "text"),
-    [(0.1234567, "0.123457"), (-0.1234567, "-0.123457"), (2.5, "2.500000"),
-     (-0.0000001, "0.000000"), (0.0000005, "0.000001"), (12.0, "12.000000")],
+    [
+        (0.1234567, "0.123457"),
+        (-0.1234567, "-0.123457"),
+        (2.5, "2.500000"),
+        (-0.0000001, "0.000000"),
+        (0.0000005, "0.000001"),
+        (12.0, "12.000000"),
+    ],
 )
 def test_format6(x: float, text: str) -> None:
     assert format6(x) == text
@@ -92,9 +108,17 @@ def test_score_key() -> None:
 
 @pytest.mark.parametrize(
     ("s", "lines"),
-    [("", []), ("a", ["a"]), ("a\n", ["a"]), ("a\n\n", ["a", ""]), ("a\r\nb", ["a", "b"]),
-     ("a\rb", ["a\rb"]), ("a\r\r\n", ["a\r"]), ("\x0bx\x1cy\u2028z", ["\x0bx\x1cy\u2028z"]),
-     ("\n", [""])],
+    [
+        ("", []),
+        ("a", ["a"]),
+        ("a\n", ["a"]),
+        ("a\n\n", ["a", ""]),
+        ("a\r\nb", ["a", "b"]),
+        ("a\rb", ["a\rb"]),
+        ("a\r\r\n", ["a\r"]),
+        ("\x0bx\x1cy\u2028z", ["\x0bx\x1cy\u2028z"]),
+        ("\n", [""]),
+    ],
 )
 def test_rs_lines(s: str, lines: list[str]) -> None:
     assert rs_lines(s) == lines
@@ -196,3 +220,11 @@ def test_store_string_encoder_equals_serde_writer(s: str) -> None:
     from cce_knowledge.store import json_str
 
     assert json_str(s) == reference(s)
+
+
+def test_rust_debug_str() -> None:
+    from cce_knowledge.rustcompat import rust_debug_str
+
+    assert rust_debug_str('a"\\\n\r\t\0') == '"a\\"\\\\\\n\\r\\t\\0"'
+    assert rust_debug_str("x\x01\u200b") == '"x\\u{1}\\u{200b}"'
+    assert rust_debug_str("é") == '"é"'

@@ -264,7 +264,9 @@ def render_feed_parts(
     snapshot = snapshot_id(raw)
     if workers <= 1 or len(raw) < _PARALLEL_MIN_BYTES:
         # Slices bound the transient text of one render to a few MB.
-        results = [_render_segment((raw[a:b], ln, budget)) for a, b, ln in _segments(raw, _MAX_SEGMENT)]
+        results = [
+            _render_segment((raw[a:b], ln, budget)) for a, b, ln in _segments(raw, _MAX_SEGMENT)
+        ]
         if not results:
             results = [_render_segment((b"", 1, budget))]
     else:

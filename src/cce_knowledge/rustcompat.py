@@ -158,7 +158,7 @@ def rust_debug_str(s: str) -> str:
         elif _rust_printable(ch) and unicodedata.category(ch) != "Mn":
             out.append(ch)
         else:
-            out.append("\\u{%x}" % ord(ch))
+            out.append(f"\\u{{{ord(ch):x}}}")
     out.append('"')
     return "".join(out)
 
