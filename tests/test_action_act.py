@@ -80,8 +80,9 @@ def _parse_act_json(text: str) -> tuple[str, str, list[dict[str, object]]]:
 
 
 class Harness:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, action_repo: Path) -> None:
         self.tmp = tmp
+        self.action_repo = action_repo
         self.home = tmp / "home"
         self.home.mkdir()
         self.cce_home = tmp / "cce-home"
@@ -188,7 +189,7 @@ class Harness:
             "--action-cache-path",
             str(self.tmp / "act-cache"),
             "--local-repository",
-            f"cce-knowledge/cce-knowledge@v2={ROOT}",
+            f"cce-knowledge/cce-knowledge@v2={self.action_repo}",
             "--local-repository",
             f"actions/checkout@v4={ACT_DIR / 'actions' / 'checkout'}",
             "--local-repository",
@@ -232,9 +233,35 @@ class Harness:
         return ActRun(p.returncode, log, outputs, outcome, summary, annotations)
 
 
+@pytest.fixture(scope="module")
+def action_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A still copy of this checkout for `--local-repository`: act tars the directory it
+    maps, and a file that changes size while it does (caches, a concurrent editor)
+    fails the job with `archive/tar: write too long`. Like GitHub's own checkout of an
+    action, the copy carries no build or tool caches."""
+    dst = tmp_path_factory.mktemp("action-repo") / "cce-knowledge"
+    shutil.copytree(
+        ROOT,
+        dst,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".hypothesis",
+            ".mypy_cache",
+            ".pytest_cache",
+            ".ruff_cache",
+            "__pycache__",
+            "*.egg-info",
+            "build",
+            "dist",
+            ".venv",
+        ),
+    )
+    return dst
+
+
 @pytest.fixture
-def h(tmp_path: Path) -> Harness:
-    return Harness(tmp_path)
+def h(tmp_path: Path, action_repo: Path) -> Harness:
+    return Harness(tmp_path, action_repo)
 
 
 def _inputs(h: Harness, feed: str, **extra: str) -> dict[str, str]:
