@@ -142,12 +142,9 @@ def run_ask(
             raise CceError(f"could not load knowledge store under {root}: {e}") from e
         label = display_dir(root)
         if min_score is None:
-            if rk == "reference":
-                from cce_knowledge.config import load_knowledge_config
+            from cce_knowledge.retrieval import configured_min_score
 
-                min_score = load_knowledge_config(root).min_score
-            else:
-                min_score = default_min_score(rk)
+            min_score = configured_min_score(root, rk)
 
         def run(query: str, k: int, floor: float) -> list[Hit]:
             return searcher.search(query, k, ranking=rk, min_score=floor)

@@ -54,6 +54,15 @@ class Hit:
         return f"{self.record_id}:{self.start_line}-{self.end_line}"
 
 
+def configured_min_score(root: str | os.PathLike[str] | None, ranking: str) -> float:
+    """The floor when none is given: `knowledge.min_score` for reference, else our default."""
+    if ranking == "reference" and root is not None and os.path.exists(os.path.join(root, ".cce", "config")):
+        from cce_knowledge.config import load_knowledge_config
+
+        return float(load_knowledge_config(root).min_score)
+    return default_min_score(ranking)
+
+
 def check_ranking(ranking: str) -> str:
     if ranking not in RANKINGS:
         raise UsageError(f"unknown ranking {ranking!r} (expected one of: {', '.join(RANKINGS)})")
@@ -110,7 +119,8 @@ def resolve_ranking(root: str | os.PathLike[str] | None, cli_value: str | None) 
     """`--ranking` wins; else `knowledge.ranking` from `.cce/config` when valid; else default."""
     if cli_value is not None:
         return check_ranking(cli_value)
-    if root is not None:
+    # No config file → no YAML import: keeps a cold `cce knowledge search` lean.
+    if root is not None and os.path.exists(os.path.join(root, ".cce", "config")):
         from cce_knowledge.config import load_extra_knowledge_key
 
         v = load_extra_knowledge_key(root, "ranking")

@@ -19,6 +19,7 @@ the fast index stores); `fastindex.py` must reproduce it exactly.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -50,7 +51,7 @@ PAIR_WEIGHT = 0.5
 def params() -> str:
     return (
         f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} wl={LEAD_WEIGHT} ln={LEAD_TERMS} "
-        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=5"
+        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=5 w=f32"
     )
 
 
@@ -78,6 +79,12 @@ def saturate(
 
 def section_weight(tf: int, norm: float) -> float:
     return tf / (tf + K1 * norm)
+
+
+def _f32(d: dict[str, float]) -> dict[str, float]:
+    """Weights rounded to float32: the index stores 4 bytes per posting, and the
+    straightforward path uses the very same rounded values, so both stay identical."""
+    return dict(zip(d.keys(), array("f", d.values()), strict=True))
 
 
 def _counts(terms: list[str]) -> dict[str, int]:
@@ -157,13 +164,14 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
         for t in sorted(set(tt) | set(bt)):
             df[t] = df.get(t, 0) + 1
             rd.sat[t] = saturate(tt.get(t, 0), bt.get(t, 0), lt.get(t, 0), nt, nb, nl)
+        rd.sat = _f32(rd.sat)
     idfs = {t: idf(n, d) for t, d in df.items()}
 
     avg_c = sum(len(ts) for ts in chunk_terms) / len(chunks) if chunks else 0.0
     section_w: list[dict[str, float]] = []
     for ts in chunk_terms:
         norm = field_norm(SECTION_B, len(ts), avg_c)
-        section_w.append({t: section_weight(f, norm) for t, f in _counts(ts).items()})
+        section_w.append(_f32({t: section_weight(f, norm) for t, f in _counts(ts).items()}))
     return DefaultModel(chunks, records, idfs, n, section_w)
 
 

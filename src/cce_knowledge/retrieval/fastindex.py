@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
 
 MAGIC = b"CCESIX01"
-FORMAT = 1
+FORMAT = 2
 INDEX_KEY = hashlib.sha256(f"format={FORMAT};{PARAMS}".encode()).hexdigest()[:8]
 SEARCH_DIR = "search"
 
@@ -112,7 +112,7 @@ def build_bytes(store: KnowledgeStore, *, with_reference: bool = True) -> bytes:
         # Flat (term, owner, weight) triples, sorted by term then owner.
         lens = [len(m) for m in maps]
         t_ids = np.fromiter((tid[t] for m in maps for t in m), dtype=np.int64, count=sum(lens))
-        ws = np.fromiter((x for m in maps for x in m.values()), dtype=np.float64, count=len(t_ids))
+        ws = np.fromiter((x for m in maps for x in m.values()), dtype=np.float32, count=len(t_ids))
         own = np.repeat(np.asarray(owners, dtype=np.int32), lens)
         o = np.lexsort((own, t_ids))
         ptr = np.zeros(len(terms) + 1, dtype=np.int64)
@@ -228,10 +228,10 @@ class FastIndex:
         self.term_idf = self.arr("term_idf", "d")
         self.rec_ptr = self.arr("rec_ptr", "q")
         self.rec_ids = self.arr("rec_ids", "i")
-        self.rec_w = self.arr("rec_w", "d")
+        self.rec_w = self.arr("rec_w", "f")
         self.sec_ptr = self.arr("sec_ptr", "q")
         self.sec_ids = self.arr("sec_ids", "i")
-        self.sec_w = self.arr("sec_w", "d")
+        self.sec_w = self.arr("sec_w", "f")
         self.rec_chunk_ptr = self.arr("rec_chunk_ptr", "q")
         self.docs = self.raw("docs")
         self.doc_off = self.arr("doc_off", "q")

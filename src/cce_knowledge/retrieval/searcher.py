@@ -85,14 +85,10 @@ class Searcher:
         ranking: str | None = None,
         min_score: float | None = None,
     ) -> list[Hit]:
-        from cce_knowledge.retrieval import check_ranking, default_min_score, resolve_ranking
+        from cce_knowledge.retrieval import check_ranking, configured_min_score, resolve_ranking
 
         rk = check_ranking(ranking) if ranking is not None else resolve_ranking(self.root, None)
-        floor = default_min_score(rk) if min_score is None else min_score
-        if rk == "reference" and min_score is None:
-            from cce_knowledge.config import load_knowledge_config
-
-            floor = load_knowledge_config(self.root).min_score
+        floor = configured_min_score(self.root, rk) if min_score is None else min_score
         idx = self.index()
         if idx is None:
             raise StoreError(no_store_message(self.root))
