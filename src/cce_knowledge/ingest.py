@@ -13,7 +13,8 @@ import hashlib
 import multiprocessing as mp
 import os
 import re
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -249,60 +250,114 @@ def render_feed(
     return result, b"".join(parts)
 
 
-def render_feed_parts(
-    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
-) -> tuple[IndexResult, list[bytes]]:
-    """Parse, ingest and render a feed to store-file parts (concatenate to get the file).
+_Result = tuple[str, int, int, bytes]
+#: The feed, shared with forked workers through copy-on-write memory instead of
+#: pickling every slice (set only while a pool is running).
+_SHARED_RAW: bytes | None = None
 
-    With `workers > 1` the feed is cut into line-aligned slices that worker processes
-    parse and render; results are reassembled in feed order, so the bytes never depend
-    on the worker count. Errors follow the reference's precedence: invalid UTF-8
-    anywhere (a read error) beats the first malformed line.
+
+def _render_shared(args: tuple[int, int, int, int]) -> _Result:
+    start, end, first_line, budget = args
+    assert _SHARED_RAW is not None
+    return _render_segment((_SHARED_RAW[start:end], first_line, budget))
+
+
+def iter_rendered(raw: bytes, budget: int, workers: int) -> Iterator[_Result]:
+    """`_render_segment` results for line-aligned slices of `raw`, in feed order.
+
+    With `workers > 1` the slices are rendered by worker processes; the iterator still
+    yields them in order, so callers can stream the output and the bytes never depend
+    on the worker count.
     """
-    if budget == 0:
-        budget = DEFAULT_BUDGET
-    snapshot = snapshot_id(raw)
+    global _SHARED_RAW
     if workers <= 1 or len(raw) < _PARALLEL_MIN_BYTES:
         # Slices bound the transient text of one render to a few MB.
-        results = [
-            _render_segment((raw[a:b], ln, budget)) for a, b, ln in _segments(raw, _MAX_SEGMENT)
-        ]
-        if not results:
-            results = [_render_segment((b"", 1, budget))]
-    else:
-        target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
-        segs = _segments(raw, target)
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                jobs = ((raw[a:b], ln, budget) for a, b, ln in segs)
-                results = list(pool.map(_render_segment, jobs))
-        except BrokenProcessPool as e:
-            raise CceError(f"an index worker process died: {e}") from e
-    if any(r[0] == "utf8" for r in results):
-        raise ContractError(UTF8_ERROR)
-    for status, _, _, payload in results:
-        if status == "parse":
-            raise ContractError(payload.decode("utf-8"))
-    records = sum(r[1] for r in results)
-    chunks = sum(r[2] for r in results)
+        segs = _segments(raw, _MAX_SEGMENT) or [(0, 0, 1)]
+        for a, b, ln in segs:
+            yield _render_segment((raw[a:b], ln, budget))
+        return
+    target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
+    segs = _segments(raw, target)
+    fork = "fork" in mp.get_all_start_methods()
+    try:
+        if fork:
+            _SHARED_RAW = raw
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                yield from pool.map(_render_shared, [(a, b, ln, budget) for a, b, ln in segs])
+        else:  # pragma: no cover - platforms without fork pickle each slice
+            with ProcessPoolExecutor(workers) as pool:
+                yield from pool.map(_render_segment, ((raw[a:b], ln, budget) for a, b, ln in segs))
+    except BrokenProcessPool as e:
+        raise CceError(f"an index worker process died: {e}") from e
+    finally:
+        _SHARED_RAW = None
+
+
+class _Collector:
+    """Folds rendered slices into counts and chunk bodies; keeps the first error."""
+
+    def __init__(self, sink: Callable[[bytes], object]) -> None:
+        self.sink = sink
+        self.records = 0
+        self.chunks = 0
+        self.utf8 = False
+        self.parse_error: str | None = None
+
+    def add(self, r: _Result) -> None:
+        status, records, chunks, payload = r
+        if status == "ok":
+            if chunks and not self.utf8 and self.parse_error is None:
+                if self.chunks:
+                    self.sink(b",\n")
+                self.sink(payload)
+            self.records += records
+            self.chunks += chunks
+        elif status == "utf8":
+            self.utf8 = True
+        elif self.parse_error is None:
+            self.parse_error = payload.decode("utf-8")
+
+    def check(self) -> None:
+        # Invalid UTF-8 anywhere is a read error and beats the first malformed line.
+        if self.utf8:
+            raise ContractError(UTF8_ERROR)
+        if self.parse_error is not None:
+            raise ContractError(self.parse_error)
+
+
+def _store_head(snapshot: str, records: int, chunks: int) -> bytes:
     head = (
         "{\n"
         f'  "schema": {json_str(KNOWLEDGE_SCHEMA)},\n'
         f'  "snapshot": {json_str(snapshot)},\n'
         f'  "records": {records},\n'
-    ).encode()
-    bodies = [r[3] for r in results if r[2]]
-    if not bodies:
-        return IndexResult(snapshot, records, chunks), [head, b'  "chunks": []\n}\n']
-    # Kept as parts: the file is written piecewise, never joined in memory.
-    parts = [head, b'  "chunks": [\n']
-    for i, body in enumerate(bodies):
-        if i:
-            parts.append(b",\n")
-        parts.append(body)
-    parts.append(b"\n  ]\n}\n")
-    return IndexResult(snapshot, records, chunks), parts
+    )
+    return (head + ('  "chunks": [\n' if chunks else '  "chunks": []\n}\n')).encode()
+
+
+_STORE_TAIL = b"\n  ]\n}\n"
+
+
+def render_feed_parts(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+) -> tuple[IndexResult, list[bytes]]:
+    """Parse, ingest and render a feed to store-file parts (concatenate to get the file).
+
+    Errors follow the reference's precedence: invalid UTF-8 anywhere (a read error)
+    beats the first malformed line.
+    """
+    if budget == 0:
+        budget = DEFAULT_BUDGET
+    body: list[bytes] = []
+    col = _Collector(body.append)
+    for r in iter_rendered(raw, budget, workers):
+        col.add(r)
+    col.check()
+    snapshot = snapshot_id(raw)
+    parts = [_store_head(snapshot, col.records, col.chunks), *body]
+    if col.chunks:
+        parts.append(_STORE_TAIL)
+    return IndexResult(snapshot, col.records, col.chunks), parts
 
 
 def index_feed(
@@ -358,19 +413,43 @@ def index_to_root(
         raw = Path(feed).read_bytes()
     except OSError as e:
         raise CceError(f"could not read {feed}: {_io(e)}") from e
-    try:
-        result, parts = render_feed_parts(raw, budget, jobs or default_workers())
-    except ContractError as e:
-        if e.message == UTF8_ERROR:
-            raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
-        raise
-    if manifest is not None:
-        check_manifest(manifest, raw, result.records)
-    del raw
-    try:
-        with dir_lock(knowledge_dir(root), what="knowledge index"):
-            save_store_bytes(root, result.snapshot, parts)
-    except OSError as e:
-        raise CceError(f"could not write knowledge store: {_io(e)}") from e
+    if budget == 0:
+        budget = DEFAULT_BUDGET
+    # Chunk bodies stream into an anonymous spool file as workers finish, so memory
+    # holds the feed plus the slices in flight, never the whole store.
+    with tempfile.TemporaryFile(prefix="cce-index-") as spool:
+        col = _Collector(spool.write)
+        try:
+            for r in iter_rendered(raw, budget, jobs or default_workers()):
+                col.add(r)
+            col.check()
+        except ContractError as e:
+            if e.message == UTF8_ERROR:
+                raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
+            raise
+        except OSError as e:  # the spool itself could not be written
+            raise CceError(f"could not write knowledge store: {_io(e)}") from e
+        if manifest is not None:
+            check_manifest(manifest, raw, col.records)
+        snapshot = snapshot_id(raw)
+        del raw
+        result = IndexResult(snapshot, col.records, col.chunks)
+
+        def parts() -> Iterator[bytes]:
+            yield _store_head(snapshot, col.records, col.chunks)
+            if col.chunks:
+                spool.seek(0)
+                while block := spool.read(_SPOOL_BLOCK):
+                    yield block
+                yield _STORE_TAIL
+
+        try:
+            with dir_lock(knowledge_dir(root), what="knowledge index"):
+                save_store_bytes(root, snapshot, parts())
+        except OSError as e:
+            raise CceError(f"could not write knowledge store: {_io(e)}") from e
     result.store_display = f"{display_dir(root)}/{result.snapshot}.json"
     return result
+
+
+_SPOOL_BLOCK = 8 * 1024 * 1024

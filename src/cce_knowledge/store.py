@@ -14,7 +14,7 @@ import os
 import re
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from json.encoder import c_encode_basestring as encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
@@ -327,10 +327,12 @@ def prune_other_snapshots(root: str | os.PathLike[str], keep: str) -> None:
                 pass
 
 
-def save_store_bytes(root: str | os.PathLike[str], snapshot: str, data: bytes | Sequence[bytes]) -> Path:
+def save_store_bytes(
+    root: str | os.PathLike[str], snapshot: str, data: bytes | Iterable[bytes]
+) -> Path:
     """Write `<snapshot>.json`, then `current`, then prune (the reference's save order).
 
-    `data` may be a sequence of parts whose concatenation is the store file."""
+    `data` may be an iterable of parts whose concatenation is the store file."""
     d = knowledge_dir(root)
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{snapshot}.json"
