@@ -139,13 +139,14 @@ def record_chunk_texts(rec: KnowledgeRecord, budget: int, cache: dict[bytes, str
         emb = cache.get(c.raw)
         if emb is None:
             emb = embedding_json_sparse(embed_sparse(c.raw))
-            if len(cache) < _EMBED_CACHE_MAX:
+            if len(c.raw) <= _EMBED_CACHE_KEY_MAX and len(cache) < _EMBED_CACHE_MAX:
                 cache[c.raw] = emb
         out.append(chunk_json(_store_chunk(c, facets, []), emb))
     return out
 
 
 _EMBED_CACHE_MAX = 4096
+_EMBED_CACHE_KEY_MAX = 8192  # bytes: bounds the cache at ~60 MB per process
 #: Per-process (so per-worker) section bytes -> embedding text.
 _EMBED_TEXT_CACHE: dict[bytes, str] = {}
 
