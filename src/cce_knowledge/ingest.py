@@ -191,10 +191,6 @@ class IndexResult:
     store_display: str = ""
 
 
-class _Utf8Error(Exception):
-    pass
-
-
 _LINE_PREFIX = re.compile(r"^line (\d+):")
 
 
