@@ -238,6 +238,7 @@ class FastIndex:
         self.n_terms = len(self.term_idf)
         self._store_loader = store_loader
         self._ref: Any = None
+        self._tid_cache: dict[str, int] = {}
 
     def has(self, name: str) -> bool:
         return name in self._secs
@@ -252,7 +253,16 @@ class FastIndex:
     # -------------------------------------------------- lookups
 
     def term_id(self, term: str) -> int:
-        """Binary search in the sorted term table; -1 when absent."""
+        """Binary search in the sorted term table (memoised); -1 when absent."""
+        got = self._tid_cache.get(term)
+        if got is None:
+            got = self._term_id(term)
+            if len(self._tid_cache) > 100_000:
+                self._tid_cache.clear()
+            self._tid_cache[term] = got
+        return got
+
+    def _term_id(self, term: str) -> int:
         key = term.encode("ascii", "replace")
         lo, hi = 0, self.n_terms
         blob, off = self.term_blob, self.term_off
@@ -318,8 +328,11 @@ class FastIndex:
         if not scored:
             return []
         if len(scored) > top_k:
-            kth = heapq.nlargest(top_k, (score_key(s) for _, s in scored))[-1]
-            scored = [(r, s) for r, s in scored if score_key(s) >= kth]
+            # Only records whose 6-decimal key can reach the k-th best can make the cut;
+            # equal keys lie within 1e-6 of each other, so prefilter on the raw score.
+            kth_raw = heapq.nlargest(top_k, [sc for _, sc in scored])[-1]
+            kth = score_key(kth_raw)
+            scored = [(r, sc) for r, sc in scored if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
         pairs = []
         for r, s in scored:
             c = self._best_section(r, tids, ws)
@@ -327,28 +340,27 @@ class FastIndex:
         return finish_hits(pairs, top_k)
 
     def _best_section(self, r: int, tids: list[int], ws: list[float]) -> int:
+        """First section of record r with the highest Σ w·weight (terms in query order)."""
         c0, c1 = self.rec_chunk_ptr[r], self.rec_chunk_ptr[r + 1]
-        best, best_s = c0, -1.0
+        if c1 - c0 == 1:
+            return c0
         sec_ptr, sec_ids, sec_w = self.sec_ptr, self.sec_ids, self.sec_w
-        spans = []
-        for i in tids:
+        acc: dict[int, float] = {}
+        get = acc.get
+        for i, w in zip(tids, ws, strict=True):
             if i < 0:
-                spans.append((0, 0))
                 continue
             a, b = sec_ptr[i], sec_ptr[i + 1]
             lo = bisect.bisect_left(sec_ids, c0, a, b)
             hi = bisect.bisect_left(sec_ids, c1, lo, b)
-            spans.append((lo, hi))
+            for j in range(lo, hi):
+                c = sec_ids[j]
+                acc[c] = get(c, 0.0) + w * sec_w[j]
+        best, best_s = c0, -1.0
         for c in range(c0, c1):
-            s = 0.0
-            for (lo, hi), w in zip(spans, ws, strict=True):
-                if lo == hi:
-                    continue
-                j = bisect.bisect_left(sec_ids, c, lo, hi)
-                if j < hi and sec_ids[j] == c:
-                    s += w * sec_w[j]
-            if s > best_s:
-                best, best_s = c, s
+            sc = get(c, 0.0)
+            if sc > best_s:
+                best, best_s = c, sc
         return best
 
     # -------------------------------------------------- reference ranking
