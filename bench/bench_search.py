@@ -58,7 +58,7 @@ def _mb(n: int) -> str:
 
 def _pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
 def _timed_process(argv: list[str], runs: int) -> tuple[float, float, int]:
