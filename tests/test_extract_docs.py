@@ -104,6 +104,9 @@ def test_one_record_per_markdown_file(docs_repo: tuple[Path, dict[str, str]]) ->
     crlf = r["docs:notes/crlf.md"]
     assert crlf.body == "Line one.\nLine two.\n" and crlf.title == "Windows"
     assert all(x.url is None for x in recs)  # no remote: no web URL
+    write(root, "notes/uncommitted.md", "# Draft\n")
+    (draft,) = [x for x in extract_docs(DocsOptions(root=str(root))) if "uncommitted" in x.id]
+    assert draft.updated_at is None and draft.title == "Draft"
     assert all(x.source == "docs" for x in recs)
     assert shas["second"] != shas["first"]
 

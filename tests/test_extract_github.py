@@ -289,3 +289,39 @@ def test_link_header_and_timeline_parsing() -> None:
         {"event": "cross-referenced", "source": None},
     ]
     assert linked_pulls(events) == ["https://github.com/a/b/pull/4"]
+
+
+def test_transient_5xx_is_retried_with_backoff(tracker: Tracker, tmp_path: Path) -> None:
+    sleeps: list[float] = []
+    with FakeGitHub(tracker, fail_on={1, 2, 5}, fail_status=502) as gh:
+        got, _, _ = extract(gh, tmp_path, "a.jsonl", sleeps=sleeps, concurrency=1)
+    with FakeGitHub(tracker) as gh:
+        want, _, _ = extract(gh, tmp_path, "b.jsonl")
+    assert got == want
+    assert sleeps == [0.01, 0.02, 0.01]  # exponential per request, reset after success
+
+
+def test_long_timeline_is_paginated(tmp_path: Path) -> None:
+    t = Tracker()
+    t.add(Item(number=1, title="Big decision", body="b"))
+    for n in range(2, 153):
+        t.add(Item(number=n, title=f"PR {n}", body="", is_pr=True))
+    t.items[1].linked_prs = list(range(2, 153))
+    with FakeGitHub(t) as gh:
+        data, _, _ = extract(gh, tmp_path)
+        assert gh.count("/issues/1/timeline") == 2
+    rec = next(r for r in parse_feed(data.decode()) if r.id == f"gh:{REPO}#1")
+    assert rec.links == sorted(f"https://github.com/{REPO}/pull/{n}" for n in range(2, 153))
+
+
+def test_token_env_names_the_variable(tracker: Tracker, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOURCE_TOKEN", "src-token-123")
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    with FakeGitHub(tracker, token="src-token-123") as gh:
+        monkeypatch.setenv("GITHUB_API_URL", gh.url)
+        rc = main(["knowledge", "extract", "github", "--repo", REPO, "--token-env", "SOURCE_TOKEN",
+                   "--out", str(tmp_path / "f.jsonl"), "-q", "--no-timeline"])
+        assert set(gh.auth_headers) == {"Bearer src-token-123"}
+        assert gh.count("/timeline") == 0
+    assert rc == 0 and (tmp_path / "f.jsonl").stat().st_size > 0

@@ -133,7 +133,8 @@ class FakeGitHub:
     def __init__(self, tracker: Tracker, *, token: str | None = None,
                  rate_limit_on: set[int] | None = None, retry_after: str = "1",
                  primary_limit_on: set[int] | None = None,
-                 fail_from: int | None = None, fail_status: int = 500) -> None:
+                 fail_from: int | None = None, fail_status: int = 500,
+                 fail_on: set[int] | None = None) -> None:
         self.tracker = tracker
         self.token = token
         self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
@@ -141,6 +142,7 @@ class FakeGitHub:
         self.primary_limit_on = set(primary_limit_on or ())
         self.fail_from = fail_from  # every request from this number on fails
         self.fail_status = fail_status
+        self.fail_on = set(fail_on or ())  # 1-based request numbers that fail once
         self.requests: list[str] = []
         self.auth_headers: list[str | None] = []
         self.service_times: list[float] = []  # seconds spent answering each request
@@ -311,7 +313,7 @@ class FakeGitHub:
             return 403, {"message": "API rate limit exceeded for user ID 1.",
                          "documentation_url": DOCS, "status": "403"}, {
                 **rl, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}
-        if self.fail_from is not None and n >= self.fail_from:
+        if n in self.fail_on or (self.fail_from is not None and n >= self.fail_from):
             return self.fail_status, {"message": "Server Error"}, rl
         parts = urlsplit(path)
         q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
