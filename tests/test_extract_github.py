@@ -325,3 +325,18 @@ def test_token_env_names_the_variable(tracker: Tracker, tmp_path: Path,
         assert set(gh.auth_headers) == {"Bearer src-token-123"}
         assert gh.count("/timeline") == 0
     assert rc == 0 and (tmp_path / "f.jsonl").stat().st_size > 0
+
+
+def test_one_run_per_checkpoint(tracker: Tracker, tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    ck = str(tmp_path / "ck.json")
+    fd = os.open(ck + ".lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with FakeGitHub(tracker) as gh, pytest.raises(ExtractError, match="another extraction"):
+            extract(gh, tmp_path, checkpoint=ck)
+        assert gh.count() == 0
+    finally:
+        os.close(fd)

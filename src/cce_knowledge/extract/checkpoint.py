@@ -14,11 +14,13 @@ run detects and refuses (rerun with `--full`).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,25 @@ def _previous_feed(out: Path, expect_sha: str | None) -> list[KnowledgeRecord]:
         raise ExtractError(f"previous feed {out}: {e}") from None
 
 
+@contextmanager
+def _exclusive(checkpoint: str | None) -> Iterator[None]:
+    """One run per checkpoint: a second concurrent run would interleave the partial log."""
+    if checkpoint is None:
+        yield
+        return
+    fd = os.open(f"{checkpoint}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ExtractError(
+                f"another extraction is using checkpoint {checkpoint} — wait for it to finish"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def run_github(
     fetcher: Fetcher,
     *,
@@ -123,6 +144,21 @@ def run_github(
     progress: Progress | None = None,
 ) -> RunStats:
     """Extract, merge, write. Nothing is written to `out`/`manifest` unless it all succeeds."""
+    with _exclusive(checkpoint):
+        return _run(fetcher, out=out, manifest=manifest, checkpoint=checkpoint, since=since,
+                    full=full, progress=progress)
+
+
+def _run(
+    fetcher: Fetcher,
+    *,
+    out: str | None,
+    manifest: str | None = None,
+    checkpoint: str | None = None,
+    since: str | None = None,
+    full: bool = False,
+    progress: Progress | None = None,
+) -> RunStats:
     opts: GitHubOptions = fetcher.opts
     client = fetcher.client
     say = progress or (lambda _m: None)
