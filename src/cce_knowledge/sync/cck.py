@@ -17,7 +17,9 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import re
 import struct
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from typing import Any, TypeVar
 
 from cce_knowledge.errors import SyncError
 from cce_knowledge.jsonout import canonical, json_str
+from cce_knowledge.rustcompat import serde_f64
 from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, chunk_json
 
 PHASE_A_REFUSAL = (
@@ -258,6 +261,26 @@ def _parse_chunk(piece: str, unpack: bool = True) -> tuple[KnowledgeChunk, str]:
     return c, canonical(_chunk_obj(c, emb_text))
 
 
+def _manifest(mo: dict[str, Any]) -> CckManifest:
+    """The typed manifest, fields checked in the reference's order."""
+    data_as_of = _m_nullable(mo, "data_as_of")
+    contract = _m_str(mo, "contract")
+    corpus_id = _m_str(mo, "corpus_id")
+    snapshot = _m_str(mo, "snapshot")
+    records = _m_int(mo, "records")
+    chunk_count = _m_int(mo, "chunk_count")
+    checksum = _m_str(mo, "checksum")
+    return CckManifest(
+        checksum=checksum,
+        chunk_count=chunk_count,
+        contract=contract,
+        corpus_id=corpus_id,
+        data_as_of=data_as_of,
+        records=records,
+        snapshot=snapshot,
+    )
+
+
 def _split(data: bytes) -> tuple[CckManifest, list[str]]:
     """Steps 1-4 of §1.8: decode, split, parse the manifest, check the line count."""
     try:
@@ -269,28 +292,13 @@ def _split(data: bytes) -> tuple[CckManifest, list[str]]:
         pieces.pop()
     if not pieces:
         raise CckError("artifact too short: need at least a manifest line")
-    mo = _loads(pieces[0], "manifest")
-    data_as_of = _m_nullable(mo, "data_as_of")
-    contract = _m_str(mo, "contract")
-    corpus_id = _m_str(mo, "corpus_id")
-    snapshot = _m_str(mo, "snapshot")
-    records = _m_int(mo, "records")
-    chunk_count = _m_int(mo, "chunk_count")
-    checksum = _m_str(mo, "checksum")
+    m = _manifest(_loads(pieces[0], "manifest"))
+    chunk_count = m.chunk_count
     if len(pieces) != chunk_count + 1:
         raise CckError(
             f"artifact line count {len(pieces)} does not match chunk_count {chunk_count} "
             f"(expected {chunk_count + 1})"
         )
-    m = CckManifest(
-        checksum=checksum,
-        chunk_count=chunk_count,
-        contract=contract,
-        corpus_id=corpus_id,
-        data_as_of=data_as_of,
-        records=records,
-        snapshot=snapshot,
-    )
     return m, pieces
 
 
@@ -374,19 +382,308 @@ def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckMani
     Same checks, same first error, same bytes as `dumps(import_cck(data).store)`; large
     artifacts are parsed and rendered by forked workers over contiguous slices.
     """
+    fast = _fast_store_bytes(data, jobs)
+    if fast is not None:
+        return fast
+    return strict_import_to_store_bytes(data, jobs)
+
+
+def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckManifest, bytes]:
+    """`import_to_store_bytes` without the canonical fast path (the reference's procedure)."""
     m, pieces = _split(data)
     parts = _run_slices(pieces, _render_slice, jobs)
     _verify_parts(m, [body for body, _ in parts])
-    head = (
+    head = _store_head(m)
+    segs = [seg for _, seg in parts if seg]
+    if not segs:
+        return m, head + b'  "chunks": []\n}\n'
+    return m, head + b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n"
+
+
+# ---------------------------------------------------------------- fast path: canonical artifacts
+#
+# Every artifact a conforming producer writes is canonical: each chunk line is exactly
+# `canonical(typed chunk)`. For such a line the strict verifier's re-serialisation is
+# the identity, so the hash of the received body *is* the hash it would compute. We do
+# not lean on SHA-256 for that: `_LINE` only matches lines that are canonical by
+# construction (fixed sorted keys, no whitespace, serde_json's exact string escapes,
+# plain u64 digits, canonical padded base64), so when every line matches, raw body ==
+# re-serialised body byte for byte, and the digest comparison below is the strict one.
+# Anything else — a non-canonical spelling the reference still accepts, a malformed
+# line, a mismatch, a non-UTF-8 byte — returns None and the strict path decides, so
+# accept/reject decisions and error messages are the strict path's by definition.
+#
+# The store writer escapes strings exactly like the canonical writer (both serde_json
+# rules, raw non-ASCII), so string tokens are copied into the store text unchanged.
+
+# A string token as serde_json writes it: raw UTF-8 except `"`, `\` and C0 controls;
+# the five short escapes; lowercase `\u00xx` for the other controls.
+_STR = rb'"(?:[^"\\\x00-\x1f]++|\\(?:["\\bfnrt]|u00(?:0[0-7bef]|1[0-9a-f])))*+"'
+_NSTR = rb"(null|" + _STR + rb")"
+_INT = rb"(0|[1-9][0-9]{0,18})"  # always < 2^64; 20-digit values take the strict path
+_ARR = rb"\[((?:" + _STR + rb"(?:," + _STR + rb")*+)?)\]"
+_LINE = re.compile(
+    rb'\{"chunk_id":(' + _STR + rb'),"content":(' + _STR + rb'),"embedding":"([^"]*+)"'
+    rb',"end_line":'
+    + _INT
+    + rb',"group":'
+    + _NSTR
+    + rb',"kind":('
+    + _STR
+    + rb'),"labels":'
+    + _ARR
+    + rb',"links":'
+    + _ARR
+    + rb',"name":('
+    + _STR
+    + rb'),"record_id":('
+    + _STR
+    + rb'),"source":('
+    + _STR
+    + rb'),"start_line":'
+    + _INT
+    + rb',"state":'
+    + _NSTR
+    + rb',"state_reason":'
+    + _NSTR
+    + rb',"title":('
+    + _STR
+    + rb'),"token_count":'
+    + _INT
+    + rb',"updated_at":'
+    + _NSTR
+    + rb',"url":'
+    + _NSTR
+    + rb"\}\n"
+)
+_STR_TOKEN = re.compile(_STR)
+# Canonical base64 leaves the unused low bits of the last symbol zero.
+_B64_LAST_1PAD = frozenset(b"AEIMQUYcgkosw048")
+_B64_LAST_2PAD = frozenset(b"AQgw")
+_STORE_CHUNK = (
+    b'    {\n      "chunk_id": %b,\n      "record_id": %b,\n      "kind": %b,\n'
+    b'      "name": %b,\n      "start_line": %b,\n      "end_line": %b,\n'
+    b'      "token_count": %b,\n      "content": %b,\n      "source": %b,\n'
+    b'      "url": %b,\n      "state": %b,\n      "state_reason": %b,\n'
+    b'      "updated_at": %b,\n      "group": %b,\n      "labels": %b,\n'
+    b'      "title": %b,\n      "links": %b,\n      "embedding": %b\n    }'
+)
+_ITEM_SEP = b",\n        "
+#: f64 bit pattern (as a native u64 of the LE bytes) -> store float text. Hash-embedder
+#: values repeat heavily; keying by bits keeps -0.0 and NaN payloads apart for free.
+_BITS_TEXT: dict[int, bytes] = {}
+_BITS_TEXT_MAX = 1_000_000
+_FAST_DATA = b""
+
+
+def _bits_text(k: int) -> bytes:
+    x = struct.unpack("<d", struct.pack("<Q", k))[0]
+    r = repr(x)
+    # Both writers print the shortest round-trip digits; they differ only in when they
+    # switch to exponent form (repr: e < -4 or e >= 16; serde: e < -5 or e > 15), so a
+    # finite non-zero repr without an exponent is already serde's text.
+    if "e" in r or "n" in r or x == 0.0:
+        r = serde_f64(x)
+    return r.encode("ascii")
+
+
+def _str_array_text(inner: bytes) -> bytes:
+    if not inner:
+        return b"[]"
+    return b"[\n        " + _ITEM_SEP.join(_STR_TOKEN.findall(inner)) + b"\n      ]"
+
+
+def _embedding_raw(b64: bytes) -> bytes | None:
+    """The f64 bytes of a canonical base64 embedding; None when not canonical."""
+    n = len(b64)
+    if n % 4:
+        return None
+    if n and b64[-1] == 61:  # "="
+        if b64[-2] == 61:
+            if b64[-3] not in _B64_LAST_2PAD:
+                return None
+        elif b64[-2] not in _B64_LAST_1PAD:
+            return None
+    try:
+        # strict_mode rejects non-alphabet bytes and misplaced padding.
+        raw = binascii.a2b_base64(b64, strict_mode=True)
+    except binascii.Error:
+        return None
+    return None if len(raw) % 8 else raw
+
+
+#: Embeddings rendered per numpy batch (bounds the (elements x width) scratch arrays).
+_EMB_BATCH = 4096
+
+
+def _embedding_texts(raws: list[bytes]) -> list[bytes]:
+    """Store `embedding` texts for many embeddings at once (in batches)."""
+    out: list[bytes] = []
+    for at in range(0, len(raws), _EMB_BATCH):
+        out.extend(_embedding_texts_batch(raws[at : at + _EMB_BATCH]))
+    return out
+
+
+def _embedding_texts_batch(raws: list[bytes]) -> list[bytes]:
+    """Float-to-text for a batch, touching only the non-zero components in Python.
+
+    About 3/4 of a hash embedding's components are +0.0, so each embedding is written
+    as (run of "0.0" items, one non-zero item) pairs plus a trailing run of zeros; numpy
+    finds the non-zeros and the run lengths, and each distinct value is formatted once.
+    """
+    import numpy as np
+
+    sep = _ITEM_SEP
+    dims = np.fromiter((len(r) >> 3 for r in raws), dtype=np.int64, count=len(raws))
+    arr = np.frombuffer(b"".join(raws), dtype="<u8")
+    ends = np.cumsum(dims)  # one past each embedding's last component
+    starts = ends - dims
+    nz = np.flatnonzero(arr)
+    uniq, inv = np.unique(arr[nz], return_inverse=True)
+    cache = _BITS_TEXT
+    items_u: list[bytes] = []
+    for k in uniq.tolist():
+        t = cache.get(k)
+        if t is None:
+            t = _bits_text(k)
+            if len(cache) < _BITS_TEXT_MAX:
+                cache[k] = t
+        items_u.append(t + sep)
+    # Split the non-zeros by embedding; gap = zeros before each non-zero in its embedding.
+    bounds = [*np.searchsorted(nz, starts).tolist(), len(nz)]
+    first = np.asarray(bounds[:-1], dtype=np.int64)
+    stop = np.asarray(bounds[1:], dtype=np.int64)
+    has = stop > first  # embeddings with at least one non-zero
+    prev = np.empty_like(nz)  # position of the previous non-zero (or start - 1)
+    prev[1:] = nz[:-1]
+    prev[first[has]] = starts[has] - 1
+    gaps = (nz - prev - 1).tolist()
+    last_nz = starts - 1
+    last_nz[has] = nz[stop[has] - 1]
+    tails = (ends - 1 - last_nz).tolist()
+    zero = b"0.0" + sep
+    runs = [zero * g for g in range(int(dims.max(initial=0)) + 1)]
+    # Interleave (zero run, item) pairs with slice assignment: no per-item Python work.
+    items: list[bytes] = [b""] * (2 * len(gaps))
+    items[0::2] = map(runs.__getitem__, gaps)
+    items[1::2] = map(items_u.__getitem__, inv.reshape(-1).tolist())
+    out: list[bytes] = []
+    n_sep = len(sep)
+    join = b"".join
+    for c, dim in enumerate(dims.tolist()):
+        if not dim:
+            out.append(b"[]")
+            continue
+        body = join(items[2 * bounds[c] : 2 * bounds[c + 1]]) + runs[tails[c]]
+        out.append(b"[\n        " + body[:-n_sep] + b"\n      ]")
+    return out
+
+
+def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
+    """(lines, store chunk texts joined by ",\n") for _FAST_DATA[lo:hi]; None on any deviation."""
+    data = _FAST_DATA
+    lo, hi = bounds
+    match = _LINE.match
+    groups: list[tuple[bytes, ...]] = []
+    raws: list[bytes] = []
+    pos = lo
+    while pos < hi:
+        mo = match(data, pos, hi)
+        if mo is None:
+            return None
+        pos = mo.end()
+        g = mo.groups()
+        raw = _embedding_raw(g[2])
+        if raw is None:
+            return None
+        groups.append(g)
+        raws.append(raw)
+    embs = _embedding_texts(raws)
+    sat = _str_array_text
+    out = [
+        _STORE_CHUNK
+        % (
+            g[0], g[9], g[5], g[8], g[11], g[3], g[15], g[1], g[10], g[17],
+            g[12], g[13], g[16], g[4], sat(g[6]), g[14], sat(g[7]), emb,
+        )
+        for g, emb in zip(groups, embs, strict=True)
+    ]  # fmt: skip
+    return len(out), b",\n".join(out)
+
+
+def _line_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+    """Split data[lo:hi] (whole LF-terminated lines) into about `parts` line-aligned ranges."""
+    bounds: list[tuple[int, int]] = []
+    step = max(1, (hi - lo) // parts)
+    start = lo
+    while start < hi:
+        cut = data.find(b"\n", min(start + step, hi) - 1, hi)
+        end = hi if cut < 0 else cut + 1
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes] | None:
+    """`import_to_store_bytes` for a canonical artifact; None means "ask the strict path"."""
+    global _FAST_DATA
+    nl = data.find(b"\n")
+    if nl < 0 or not data.endswith(b"\n") or sys.byteorder != "little":
+        return None
+    try:
+        m = _manifest(_loads(data[:nl].decode("utf-8"), "manifest"))
+    except (CckError, UnicodeDecodeError):
+        return None
+    lo, hi = nl + 1, len(data)
+    n_lines = data.count(b"\n", lo, hi)
+    if n_lines != m.chunk_count:
+        return None
+    workers = min(_workers(jobs), max(1, n_lines // (PARALLEL_MIN_CHUNKS // 2)))
+    use_pool = (
+        n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and "fork" in mp.get_all_start_methods()
+    )
+    bounds = _line_ranges(data, lo, hi, workers * 4 if use_pool else 1)
+    _FAST_DATA = data  # inherited by forked workers, never pickled
+    try:
+        if use_pool:
+            with ProcessPoolExecutor(
+                max_workers=workers, mp_context=mp.get_context("fork")
+            ) as pool:
+                pending = pool.map(_fast_render, bounds)
+                # Hash and UTF-8-check here while the workers render.
+                ok = _fast_verified(m, data, lo)
+                parts = list(pending)
+        else:
+            parts = [_fast_render(b) for b in bounds]
+            ok = _fast_verified(m, data, lo)
+    finally:
+        _FAST_DATA = b""
+    if not ok or any(p is None for p in parts):
+        return None
+    segs = [seg for p in parts if p is not None and p[0] for seg in (p[1],)]
+    return m, _store_head(m) + (
+        b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n" if segs else b'  "chunks": []\n}\n'
+    )
+
+
+def _fast_verified(m: CckManifest, data: bytes, body_at: int) -> bool:
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+    h.update(memoryview(data)[body_at:])
+    return h.hexdigest() == m.checksum
+
+
+def _store_head(m: CckManifest) -> bytes:
+    return (
         "{\n"
         f'  "schema": {json_str(m.contract)},\n'
         f'  "snapshot": {json_str(m.snapshot)},\n'
         f'  "records": {m.records},\n'
     ).encode()
-    segs = [seg for _, seg in parts if seg]
-    if not segs:
-        return m, head + b'  "chunks": []\n}\n'
-    return m, head + b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n"
 
 
 def chunk_digest(content: str) -> bytes:
