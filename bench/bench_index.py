@@ -12,8 +12,9 @@ For each corpus, in the same run, two fresh processes are timed:
   timed) and then parses each with tree-sitter-markdown's block grammar, timed.
 
 Wall time is end to end for ours and the parse loop only for the floor (the strict
-reading). Peak memory is the highest sum of VmRSS over the process and all its
-descendants (workers included), sampled every 5 ms from /proc. With R > 1 the best
+reading). Peak memory is the highest sum of PSS (proportional set size, so pages
+shared copy-on-write with forked workers count once) over the process and all its
+descendants (workers included), sampled every 20 ms from /proc. With R > 1 the best
 wall of R interleaved runs is reported. Figures depend on machine load: say so
 when you quote them.
 """
@@ -48,6 +49,15 @@ def _children(pid: int) -> list[int]:
 
 
 def _rss_kb(pid: int) -> int:
+    """Proportional set size (PSS): pages shared copy-on-write between the parent
+    and its forked workers (the feed) count once overall, not once per process."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -81,7 +91,7 @@ def run_measured(cmd: list[str]) -> tuple[float, int, str]:
         nonlocal peak
         while not done.is_set():
             peak = max(peak, _tree_rss_kb(p.pid))
-            time.sleep(0.005)
+            time.sleep(0.02)
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -173,7 +183,7 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
     chunks = next((ln.split(":")[1].strip() for ln in oout.splitlines() if "chunks" in ln), "?")
     mb = size / 1e6
     print(f"corpus  {corpus}  ({mb:.1f} MB, {records} records, {chunks} chunks; best of {repeat})")
-    print(f"  {'':24}{'wall s':>10}{'MB/s':>10}{'peak RSS MiB':>15}")
+    print(f"  {'':24}{'wall s':>10}{'MB/s':>10}{'peak PSS MiB':>15}")
     print(
         f"  {'ours: index --jobs ' + str(jobs):24}{ow:>10.2f}{mb / ow:>10.2f}{opeak / 1024:>15.0f}"
     )

@@ -98,7 +98,7 @@ def _str_list(items: list[str], ind: str) -> str:
 # repeat heavily across chunks, so their text is cached. 0.0 and -0.0 are equal dict
 # keys: only +0.0 is cached and -0.0 (never produced by the embedder) is patched.
 _F64_CACHE: dict[float, str] = {0.0: "0.0"}
-_F64_CACHE_MAX = 1_000_000
+_F64_CACHE_MAX = 250_000
 _NEG_ZERO = struct.pack("=d", -0.0)
 
 
