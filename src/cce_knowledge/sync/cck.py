@@ -420,7 +420,7 @@ def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[
 # the five short escapes; lowercase `\u00xx` for the other controls.
 _STR = rb'"(?:[^"\\\x00-\x1f]++|\\(?:["\\bfnrt]|u00(?:0[0-7bef]|1[0-9a-f])))*+"'
 _NSTR = rb"(null|" + _STR + rb")"
-_INT = rb"(0|[1-9][0-9]{0,18})"  # always < 2^64; 20-digit values take the strict path
+_INT = rb"(0|[1-9][0-9]{0,19})"  # u64 range: 20-digit values are checked in Python
 _ARR = rb"\[((?:" + _STR + rb"(?:," + _STR + rb")*+)?)\]"
 _LINE = re.compile(
     rb'\{"chunk_id":(' + _STR + rb'),"content":(' + _STR + rb'),"embedding":"([^"]*+)"'
@@ -594,7 +594,10 @@ def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
         pos = mo.end()
         g = mo.groups()
         raw = _embedding_raw(g[2])
-        if raw is None:
+        if raw is None or (
+            (len(g[3]) == 20 or len(g[11]) == 20 or len(g[15]) == 20)
+            and max(int(g[3]), int(g[11]), int(g[15])) >= _U64
+        ):
             return None
         groups.append(g)
         raws.append(raw)
