@@ -129,3 +129,17 @@ def test_default_is_a_pure_function_of_store_and_query(store, query) -> None:  #
         for c in store.chunks
         if c.chunk_id == h.chunk_id
     )
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(store=stores, query=queries, top_k=st.integers(1, 12), floor=st.sampled_from([0.0, 0.05, 0.3]))
+def test_numpy_path_for_long_postings_is_bit_identical(store, query, top_k, floor) -> None:  # type: ignore[no-untyped-def]
+    import cce_knowledge.retrieval.fastindex as fx
+
+    saved = fx.NUMPY_POSTINGS
+    fx.NUMPY_POSTINGS = -1  # force the vectorised path even on tiny corpora
+    try:
+        got = _fast(store).search(query, top_k, floor)
+    finally:
+        fx.NUMPY_POSTINGS = saved
+    assert got == default_search(store.chunks, query, top_k, floor)

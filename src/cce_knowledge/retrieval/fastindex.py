@@ -51,6 +51,9 @@ MAGIC = b"CCESIX01"
 FORMAT = 2
 INDEX_KEY = hashlib.sha256(f"format={FORMAT};{PARAMS}".encode()).hexdigest()[:8]
 SEARCH_DIR = "search"
+#: Above this many postings per query the default ranking sums with numpy (same
+#: floats, same order); below it pure Python avoids numpy's import on a cold start.
+NUMPY_POSTINGS = 40_000
 
 def search_dir(root: str | os.PathLike[str]) -> Path:
     return Path(root) / ".cce" / "knowledge" / SEARCH_DIR
@@ -314,17 +317,21 @@ class FastIndex:
         total = 0.0
         for w in ws:
             total += w
-        acc: dict[int, float] = {}
         rec_ptr, rec_ids, rec_w = self.rec_ptr, self.rec_ids, self.rec_w
-        for i, w in zip(tids, ws, strict=True):
-            if i < 0:
-                continue
-            a, b = rec_ptr[i], rec_ptr[i + 1]
-            get = acc.get
-            for r, x in zip(rec_ids[a:b], rec_w[a:b], strict=True):
-                acc[r] = get(r, 0.0) + w * x
-        scored = [(r, s / total) for r, s in acc.items()]
-        scored = [(r, s) for r, s in scored if not s < min_score]
+        postings = sum(rec_ptr[i + 1] - rec_ptr[i] for i in tids if i >= 0)
+        if postings > NUMPY_POSTINGS:
+            scored = self._accumulate_np(tids, ws, total, min_score, top_k)
+        else:
+            acc: dict[int, float] = {}
+            for i, w in zip(tids, ws, strict=True):
+                if i < 0:
+                    continue
+                a, b = rec_ptr[i], rec_ptr[i + 1]
+                get = acc.get
+                for r, x in zip(rec_ids[a:b], rec_w[a:b], strict=True):
+                    acc[r] = get(r, 0.0) + w * x
+            scored = [(r, s / total) for r, s in acc.items()]
+            scored = [(r, s) for r, s in scored if not s < min_score]
         if not scored:
             return []
         if len(scored) > top_k:
@@ -338,6 +345,36 @@ class FastIndex:
             c = self._best_section(r, tids, ws)
             pairs.append((self.chunk(c), s))
         return finish_hits(pairs, top_k)
+
+    def _accumulate_np(
+        self, tids: list[int], ws: list[float], total: float, min_score: float, top_k: int
+    ) -> list[tuple[int, float]]:
+        """The same sums with numpy (long postings): per record, terms added in query order.
+
+        Weights are widened to float64 before the multiply so every product equals the
+        Python `float * float` of the small path; unmatched records are masked out.
+        """
+        import numpy as np
+
+        acc = np.zeros(self.n_records, dtype=np.float64)
+        hit = np.zeros(self.n_records, dtype=bool)
+        ids_all = np.frombuffer(self.raw("rec_ids"), dtype=np.int32)
+        w_all = np.frombuffer(self.raw("rec_w"), dtype=np.float32)
+        for i, w in zip(tids, ws, strict=True):
+            if i < 0:
+                continue
+            a, b = self.rec_ptr[i], self.rec_ptr[i + 1]
+            ids = ids_all[a:b]
+            acc[ids] += w * w_all[a:b].astype(np.float64)
+            hit[ids] = True
+        sc = acc / total
+        keep = hit & ~(sc < min_score)
+        idx = np.nonzero(keep)[0]
+        if len(idx) > top_k:
+            vals = sc[idx]
+            kth_raw = float(np.partition(vals, len(vals) - top_k)[len(vals) - top_k])
+            idx = idx[vals >= kth_raw - 2e-6]
+        return [(int(r), float(sc[r])) for r in idx]
 
     def _best_section(self, r: int, tids: list[int], ws: list[float]) -> int:
         """First section of record r with the highest Σ w·weight (terms in query order)."""
