@@ -22,7 +22,7 @@ import cce_knowledge.sync.cck as cck
 from cce_knowledge.jsonout import canonical
 from cce_knowledge.rustcompat import serde_f64
 from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, dumps
-from cce_knowledge.sync.cck import CckError
+from cce_knowledge.sync.cck import CckError, export_cck
 
 # Text with non-ASCII, C0 controls (short and \u00xx escapes), quotes and backslashes.
 texts = st.text(
@@ -97,7 +97,7 @@ def _strict(data: bytes, jobs: int | None = None) -> tuple[cck.CckManifest, byte
 # ---------------------------------------------------------------- equivalence on canonical input
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(stores())
 def test_fast_path_is_taken_and_byte_identical(store: KnowledgeStore) -> None:
     data = _raw_cck(store)
@@ -162,7 +162,7 @@ def test_forked_and_batched_fast_path_equals_strict(
 # ---------------------------------------------------------------- float text
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(u64)
 def test_bits_text_is_serde_f64(bits: int) -> None:
     x = struct.unpack("<d", bits.to_bytes(8, "little"))[0]
@@ -284,3 +284,94 @@ def test_any_single_byte_change_gets_the_strict_verdict(
     if data.draw(st.booleans()):
         mutated = _reseal_raw(mutated)
     assert _outcome(cck.import_to_store_bytes, mutated) == _outcome(_strict, mutated)
+
+
+# ---------------------------------------------------------------- push: store file -> .cck
+
+finite_embs = st.lists(
+    st.just(0.0) | st.just(-0.0) | embedder_like | st.floats(allow_nan=False, allow_infinity=False),
+    min_size=1,
+    max_size=24,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(stores(), texts, st.data())
+def test_export_fast_path_equals_export_cck(
+    store: KnowledgeStore, corpus: str, data: st.DataObject
+) -> None:
+    for c in store.chunks:
+        c.embedding = data.draw(finite_embs)
+    fast = cck.fast_export_store_bytes(dumps(store), corpus)
+    assert fast is not None and fast is not True, "our own store layout takes the fast path"
+    m, blob, pairs = fast
+    art = export_cck(store, corpus)
+    assert (m, blob) == (art.manifest, art.data)
+    assert pairs == [(c.record_id, cck.chunk_digest(c.content)) for c in store.chunks]
+
+
+def test_export_fast_path_phase_a_and_zero_chunks() -> None:
+    store = _many(12)  # every 11th chunk has no embedding
+    assert cck.fast_export_store_bytes(dumps(store), "c") is True
+    empty = KnowledgeStore("0123456789abcdef", 3, [])
+    fast = cck.fast_export_store_bytes(dumps(empty), "c")
+    assert fast is not None and fast is not True
+    assert fast[1] == export_cck(empty, "c").data
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_export_fast_path_forked_equals_export_cck(
+    jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
+    store = _many(97)
+    for c in store.chunks:
+        c.embedding = c.embedding or [1.0]
+    fast = cck.fast_export_store_bytes(dumps(store), "c", jobs)
+    assert fast is not None and fast is not True
+    assert fast[1] == export_cck(store, "c").data
+
+
+def _store_variants(text: bytes) -> list[bytes]:
+    return [
+        text.replace(b'"kind": "', b'"kind":  "', 1),  # other whitespace: model path
+        text.replace(b'"name": "#', b'"name": "\\u0023', 1),  # same value, other spelling
+        text.replace(b"        0.0,", b"        0e0,", 1),  # same value, other number text
+        text.replace(b"        0.0,", b"        1E400,", 1),  # serde: out of range
+        text.replace(b'"start_line": 1,', b'"start_line": "1",', 1),  # wrong type
+        text.replace(b'"group": null', b'"group": 5', 1),
+        text.replace(b'"labels": [],', b'"labels": [\n        1\n      ],', 1),
+        text.replace(b"\n    },\n    {\n", b"\n    }, {\n", 1),
+        text.replace(b'      "url": null,\n', b"", 1),  # missing optional field
+        text[:-1],
+        text + b"\n",
+    ]
+
+
+def test_push_outgoing_matches_the_model_path_on_store_variants(tmp_path: Any) -> None:
+    from cce_knowledge.errors import CceError
+    from cce_knowledge.store import save_store_bytes
+    from cce_knowledge.sync.outgoing import outgoing_from_store
+    from cce_knowledge.sync.push import _outgoing
+
+    store = _many(8)
+    for c in store.chunks:
+        c.embedding = c.embedding or [0.0, 2.5]
+    base = dumps(store)
+    tried = 0
+    for variant in [base, *_store_variants(base)]:
+        if variant == base and tried:
+            continue
+        root = tmp_path / f"v{tried}"
+        save_store_bytes(root, store.snapshot, variant)
+
+        def run(fn: Any, root: Any = root) -> tuple[str, Any]:
+            try:
+                out = fn(root, "c")
+            except CceError as e:
+                return "error", e.message
+            return "ok", (out.manifest, out.data, out.chunks, out.phase_a)
+
+        assert run(_outgoing) == run(outgoing_from_store), variant
+        tried += 1
+    assert tried == 12

@@ -14,16 +14,21 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import importlib
 import json
+import math
 import multiprocessing as mp
 import os
 import re
 import struct
 import sys
+import threading
+from array import array
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any, Literal, TypeVar
 
 from cce_knowledge.errors import SyncError
 from cce_knowledge.jsonout import canonical, json_str
@@ -476,6 +481,14 @@ _BITS_TEXT_MAX = 1_000_000
 _FAST_DATA = b""
 
 
+def prefetch_numpy() -> None:
+    """Start importing numpy on a thread, so it overlaps the caller's wait on git.
+
+    The import lock makes the fast path's own `import numpy` wait for it to finish."""
+    if "numpy" not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=("numpy",)).start()
+
+
 def _bits_text(k: int) -> bytes:
     x = struct.unpack("<d", struct.pack("<Q", k))[0]
     r = repr(x)
@@ -599,6 +612,14 @@ def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
             and max(int(g[3]), int(g[11]), int(g[15])) >= _U64
         ):
             return None
+        # UTF-8 validity, token by token: outside string tokens `_LINE` admits only
+        # ASCII, and a multi-byte sequence cannot straddle an ASCII quote.
+        for t in g:
+            if not t.isascii():
+                try:
+                    t.decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
         groups.append(g)
         raws.append(raw)
     embs = _embedding_texts(raws)
@@ -670,11 +691,7 @@ def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes
 
 
 def _fast_verified(m: CckManifest, data: bytes, body_at: int) -> bool:
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
+    # UTF-8 validity of the body is checked per string token by `_fast_render`.
     h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
     h.update(memoryview(data)[body_at:])
     return h.hexdigest() == m.checksum
@@ -743,3 +760,215 @@ def import_keyed_to_store_bytes(
         return import_to_store_bytes(data, jobs)
     except CckError as e:
         raise CckError(f"{key}: {e.message}") from e
+
+
+# ---------------------------------------------------------------- fast path: store file -> .cck
+#
+# The reverse of the pull fast path, for push. A store file in the writer's exact layout
+# (our writer's and the reference's) is cut into chunks by `_STORE_OBJ`; string tokens in
+# canonical spelling are copied into the canonical line unchanged (same escaping rules),
+# integers likewise, and only the embedding is converted (float text -> f64 -> base64).
+# Anything else — another layout, a non-canonical string spelling, a number serde would
+# not read as a finite f64 — returns None and the caller takes the model path, which
+# owns every error message.
+
+_PARR = rb"(\[\]|\[\n        " + _STR + rb"(?:,\n        " + _STR + rb")*+\n      \])"
+_STORE_OBJ = re.compile(
+    rb'    \{\n      "chunk_id": (' + _STR + rb'),\n      "record_id": (' + _STR
+    + rb'),\n      "kind": (' + _STR + rb'),\n      "name": (' + _STR
+    + rb'),\n      "start_line": ' + _INT + rb',\n      "end_line": ' + _INT
+    + rb',\n      "token_count": ' + _INT + rb',\n      "content": (' + _STR
+    + rb'),\n      "source": (' + _STR + rb'),\n      "url": ' + _NSTR
+    + rb',\n      "state": ' + _NSTR + rb',\n      "state_reason": ' + _NSTR
+    + rb',\n      "updated_at": ' + _NSTR + rb',\n      "group": ' + _NSTR
+    + rb',\n      "labels": ' + _PARR + rb',\n      "title": (' + _STR
+    + rb'),\n      "links": ' + _PARR
+    + rb',\n      "embedding": (\[\]|\[\n        [-+.eE0-9]++(?:,\n        [-+.eE0-9]++)*+\n      \])'
+    + rb"\n    \}"
+)  # fmt: skip
+_JSON_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_CCK_LINE = (
+    b'{"chunk_id":%b,"content":%b,"embedding":"%b","end_line":%b,"group":%b,"kind":%b,'
+    b'"labels":%b,"links":%b,"name":%b,"record_id":%b,"source":%b,"start_line":%b,'
+    b'"state":%b,"state_reason":%b,"title":%b,"token_count":%b,"updated_at":%b,"url":%b}\n'
+)
+_STORE_OPEN = b'\n  "chunks": [\n'
+_STORE_CLOSE = b"\n  ]\n}\n"
+_STORE_EMPTY = b'\n  "chunks": []\n}\n'
+#: store float text -> f64 (only finite values that `_JSON_NUMBER` admits)
+_TEXT_F64: dict[bytes, float] = {}
+
+#: one slice's (canonical lines, (record_id, digest) pairs, newest updated_at, phase-A)
+ExportSlice = tuple[bytes, list[tuple[str, bytes]], str | None, bool]
+
+
+def _text_f64(tok: bytes) -> float | None:
+    if _JSON_NUMBER.fullmatch(tok) is None:
+        return None
+    x = float(tok)
+    return x if math.isfinite(x) else None
+
+
+def _embedding_b64(text: bytes) -> bytes | None:
+    """base64 of the LE f64s written in a store `embedding` array; None when unusual."""
+    toks = text[10:-8].split(_ITEM_SEP)  # strip "[\n        " and "\n      ]"
+    cache = _TEXT_F64
+    try:
+        vals = list(map(cache.__getitem__, toks))
+    except KeyError:
+        for t in set(toks).difference(cache):
+            x = _text_f64(t)
+            if x is None:
+                return None
+            if len(cache) < _BITS_TEXT_MAX:
+                cache[t] = x
+        vals = [cache[t] if t in cache else float(t) for t in toks]
+    return binascii.b2a_base64(array("d", vals).tobytes(), newline=False)
+
+
+def _token_str(tok: bytes) -> str:
+    """The value of a (validated) JSON string token."""
+    if b"\\" not in tok:
+        return tok[1:-1].decode("utf-8")
+    return str(scanstring(tok.decode("utf-8"), 1)[0])
+
+
+def _u64_ok(*ints: bytes) -> bool:
+    return all(len(i) < 20 or int(i) < _U64 for i in ints)
+
+
+def _fast_export_range(bounds: tuple[int, int]) -> ExportSlice | None:
+    """Canonical `.cck` lines for the chunk objects in _FAST_DATA[lo:hi]."""
+    data = _FAST_DATA
+    lo, hi = bounds
+    match = _STORE_OBJ.match
+    lines: list[bytes] = []
+    pairs: list[tuple[str, bytes]] = []
+    newest: str | None = None
+    phase_a = False
+    pos = lo
+    while pos < hi:
+        mo = match(data, pos, hi)
+        if mo is None:
+            return None
+        pos = mo.end()
+        if pos < hi:
+            if data[pos : pos + 2] != b",\n":
+                return None
+            pos += 2
+        g = mo.groups()
+        for t in g:  # UTF-8 validity, token by token (see `_fast_render`)
+            if not t.isascii():
+                try:
+                    t.decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+        if g[17] == b"[]":
+            phase_a = True  # refused after the whole layout is checked (errors first)
+            continue
+        if phase_a:
+            continue
+        emb = _embedding_b64(g[17])
+        if emb is None or not _u64_ok(g[4], g[5], g[6]):
+            return None
+        labels = b"[" + b",".join(_STR_TOKEN.findall(g[14])) + b"]"
+        links = b"[" + b",".join(_STR_TOKEN.findall(g[16])) + b"]"
+        lines.append(
+            _CCK_LINE
+            % (
+                g[0], g[7], emb, g[5], g[13], g[2], labels, links, g[3], g[1], g[8],
+                g[4], g[10], g[11], g[15], g[6], g[12], g[9],
+            )
+        )  # fmt: skip
+        pairs.append((_token_str(g[1]), chunk_digest(_token_str(g[7]))))
+        if g[12] != b"null":
+            u = _token_str(g[12])
+            if newest is None or u > newest:
+                newest = u
+    return b"".join(lines), pairs, newest, phase_a
+
+
+def _chunk_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+    """Cut data[lo:hi] (chunk objects joined by ",\\n") into about `parts` ranges of whole
+    objects. A raw newline never occurs inside a JSON string, so the separator is exact."""
+    sep = b"\n    },\n    {\n"
+    bounds: list[tuple[int, int]] = []
+    step = max(1, (hi - lo) // parts)
+    start = lo
+    while start < hi:
+        cut = data.find(sep, min(start + step, hi), hi)
+        end = hi if cut < 0 else cut + len(b"\n    },\n")
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def fast_export_store_bytes(
+    data: bytes, corpus_id: str, jobs: int | None = None
+) -> tuple[CckManifest, bytes, list[tuple[str, bytes]]] | Literal[True] | None:
+    """The sealed `.cck` for a store file: (manifest, bytes, (record_id, digest) pairs).
+
+    True means Phase-A (a chunk without embeddings); None means "use the model path".
+    """
+    global _FAST_DATA
+    if sys.byteorder != "little":
+        return None
+    at = data.find(_STORE_OPEN)
+    if at < 0:
+        at = data.find(_STORE_EMPTY)
+        if at < 0 or at + len(_STORE_EMPTY) != len(data):
+            return None
+        lo = hi = at
+    elif not data.endswith(_STORE_CLOSE):
+        return None
+    else:
+        lo, hi = at + len(_STORE_OPEN), len(data) - len(_STORE_CLOSE)
+    try:
+        head = json.loads(data[:at].rstrip(b",") + b"\n}")
+    except ValueError:
+        return None
+    if (
+        not isinstance(head, dict)
+        or list(head) != ["schema", "snapshot", "records"]
+        or not isinstance(head["schema"], str)
+        or not isinstance(head["snapshot"], str)
+        or not _is_u64(head["records"])
+        or not data[:at].endswith(b",")
+    ):
+        return None
+    n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
+    workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
+    use_pool = (
+        n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and "fork" in mp.get_all_start_methods()
+    )
+    bounds = _chunk_ranges(data, lo, hi, workers * 4 if use_pool else 1)
+    _FAST_DATA = data
+    try:
+        if use_pool:
+            ctx = mp.get_context("fork")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                parts = list(pool.map(_fast_export_range, bounds))
+        else:
+            parts = [_fast_export_range(b) for b in bounds]
+    finally:
+        _FAST_DATA = b""
+    if any(p is None for p in parts):
+        return None
+    done = [p for p in parts if p is not None]
+    if any(p[3] for p in done):
+        return True
+    body = b"".join(p[0] for p in done)
+    newest = [p[2] for p in done if p[2] is not None]
+    m = CckManifest(
+        checksum="",
+        chunk_count=body.count(b"\n"),
+        contract=head["schema"],
+        corpus_id=corpus_id,
+        data_as_of=max(newest) if newest else None,
+        records=head["records"],
+        snapshot=head["snapshot"],
+    )
+    digest = _digest(m, body)
+    sealed = CckManifest(**{**m.as_dict(), "checksum": digest})
+    out = (canonical(sealed.as_dict()) + "\n").encode("utf-8") + body
+    return sealed, out, [x for p in done for x in p[1]]

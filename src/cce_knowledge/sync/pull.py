@@ -17,7 +17,7 @@ from cce_knowledge.atomic import atomic_write
 from cce_knowledge.errors import CceError, SyncError
 from cce_knowledge.store import display_dir, knowledge_dir, prune_other_snapshots
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.cck import CckManifest, import_keyed_to_store_bytes
+from cce_knowledge.sync.cck import CckManifest, import_keyed_to_store_bytes, prefetch_numpy
 from cce_knowledge.sync.gitcache import GitCache, open_cache
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
@@ -113,6 +113,7 @@ def pull_corpus(
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
     rem: Remote = resolve_remote(root, remote)
+    prefetch_numpy()  # overlaps the clone/fetch below
     with open_cache(rem) as cache:
         if snapshot is None:
             ptr = K.pointer_key(corpus_id)

@@ -14,10 +14,21 @@ from dataclasses import dataclass, field
 from cce_knowledge.config import load_knowledge_sync_config, load_sync_config, parse_retention
 from cce_knowledge.errors import CceError, StoreError, SyncError
 from cce_knowledge.jsonout import pretty
-from cce_knowledge.store import KnowledgeStore, display_dir, load_current
+from cce_knowledge.store import (
+    KnowledgeStore,
+    display_dir,
+    load_current,
+    read_current,
+    store_path,
+)
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.cck import PHASE_A_REFUSAL, CckManifest, import_keyed_chunk_digests
+from cce_knowledge.sync.cck import (
+    PHASE_A_REFUSAL,
+    CckManifest,
+    fast_export_store_bytes,
+    import_keyed_chunk_digests,
+)
 from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, open_cache
 from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
 from cce_knowledge.sync.remote import Remote, resolve_remote
@@ -150,6 +161,22 @@ def success_report(res: PushResult, policy: int | None) -> str:
     return out
 
 
+def _outgoing(root: str | os.PathLike[str], corpus_id: str) -> Outgoing:
+    """The outgoing `.cck`: straight from the store file's bytes when it is in the
+    writer's layout, else via `outgoing_from_store` (which owns the errors)."""
+    try:
+        data = store_path(root, read_current(root)).read_bytes()
+    except (OSError, UnicodeDecodeError):
+        return outgoing_from_store(root, corpus_id)
+    fast = fast_export_store_bytes(data, corpus_id)
+    if fast is None:
+        return outgoing_from_store(root, corpus_id)
+    if fast is True:
+        return Outgoing(CckManifest("", 0, "", "", None, 0, ""), b"", [], phase_a=True)
+    manifest, blob, pairs = fast
+    return Outgoing(manifest, blob, pairs)
+
+
 def push_corpus(
     root: str | os.PathLike[str],
     corpus: str | None = None,
@@ -164,7 +191,7 @@ def push_corpus(
         id_error: SyncError | None = None
     except SyncError as e:
         corpus_id, id_error = None, e
-    out = outgoing_from_store(root, corpus_id or "unresolved")
+    out = _outgoing(root, corpus_id or "unresolved")
     if id_error is not None or corpus_id is None:
         raise id_error or SyncError("corpus id")
     if out.phase_a:
