@@ -393,6 +393,15 @@ def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckMani
     return strict_import_to_store_bytes(data, jobs)
 
 
+def import_to_store_parts(data: bytes, jobs: int | None = None) -> tuple[CckManifest, list[bytes]]:
+    """`import_to_store_bytes` as parts whose concatenation is the store file."""
+    fast = _fast_store_parts(data, jobs)
+    if fast is not None:
+        return fast
+    m, raw = strict_import_to_store_bytes(data, jobs)
+    return m, [raw]
+
+
 def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckManifest, bytes]:
     """`import_to_store_bytes` without the canonical fast path (the reference's procedure)."""
     m, pieces = _split(data)
@@ -650,6 +659,12 @@ def _line_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, i
 
 def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes] | None:
     """`import_to_store_bytes` for a canonical artifact; None means "ask the strict path"."""
+    fast = _fast_store_parts(data, jobs)
+    return None if fast is None else (fast[0], b"".join(fast[1]))
+
+
+def _fast_store_parts(data: bytes, jobs: int | None) -> tuple[CckManifest, list[bytes]] | None:
+    """The store bytes as parts (no joined copy of a large store)."""
     global _FAST_DATA
     nl = data.find(b"\n")
     if nl < 0 or not data.endswith(b"\n") or sys.byteorder != "little":
@@ -684,10 +699,14 @@ def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes
         _FAST_DATA = b""
     if not ok or any(p is None for p in parts):
         return None
-    segs = [seg for p in parts if p is not None and p[0] for seg in (p[1],)]
-    return m, _store_head(m) + (
-        b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n" if segs else b'  "chunks": []\n}\n'
-    )
+    segs = [p[1] for p in parts if p is not None and p[0]]
+    if not segs:
+        return m, [_store_head(m), b'  "chunks": []\n}\n']
+    out = [_store_head(m), b'  "chunks": [\n']
+    for seg in segs:
+        out += (seg, b",\n")
+    out[-1] = b"\n  ]\n}\n"
+    return m, out
 
 
 def _fast_verified(m: CckManifest, data: bytes, body_at: int) -> bool:
@@ -972,3 +991,12 @@ def fast_export_store_bytes(
     sealed = CckManifest(**{**m.as_dict(), "checksum": digest})
     out = (canonical(sealed.as_dict()) + "\n").encode("utf-8") + body
     return sealed, out, [x for p in done for x in p[1]]
+
+
+def import_keyed_to_store_parts(
+    key: str, data: bytes, jobs: int | None = None
+) -> tuple[CckManifest, list[bytes]]:
+    try:
+        return import_to_store_parts(data, jobs)
+    except CckError as e:
+        raise CckError(f"{key}: {e.message}") from e

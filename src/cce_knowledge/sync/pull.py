@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cce_knowledge.atomic import atomic_write
+from cce_knowledge.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.errors import CceError, SyncError
 from cce_knowledge.store import display_dir, knowledge_dir, prune_other_snapshots
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.cck import CckManifest, import_keyed_to_store_bytes, prefetch_numpy
+from cce_knowledge.sync.cck import (
+    CckManifest,
+    import_keyed_to_store_bytes,
+    import_keyed_to_store_parts,
+    prefetch_numpy,
+)
 from cce_knowledge.sync.gitcache import GitCache, open_cache
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
@@ -64,7 +70,7 @@ def check_marker_guard(root: str | os.PathLike[str], corpus_id: str) -> None:
 def install(
     root: str | os.PathLike[str],
     manifest: CckManifest,
-    store_bytes: bytes,
+    store_bytes: bytes | Sequence[bytes],
     corpus_id: str,
     requested: str,
 ) -> tuple[Path, str | None]:
@@ -74,11 +80,13 @@ def install(
     path = d / f"{snap}.json"
     try:
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, store_bytes)
+        parts = (store_bytes,) if isinstance(store_bytes, bytes) else store_bytes
+        atomic_write_parts(path, parts)
     except OSError as e:
         raise SyncError(f"could not write the knowledge store under {os.fspath(root)}: {e}") from e
     try:
-        installed: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+        with open(path, "rb") as f:
+            installed: str | None = hashlib.file_digest(f, "sha256").hexdigest()
     except OSError:
         installed = None
     try:
@@ -126,7 +134,7 @@ def pull_corpus(
         if not force:
             check_marker_guard(root, corpus_id)
         data = cache.get(K.artifact_key(corpus_id, snapshot))
-    manifest, store_bytes = import_keyed_to_store_bytes(K.artifact_key(corpus_id, snapshot), data)
+    manifest, store_parts = import_keyed_to_store_parts(K.artifact_key(corpus_id, snapshot), data)
     del data
     # Never trust the manifest to name a file path outside the knowledge dir.
     if not K.is_snapshot_id(manifest.snapshot):
@@ -134,7 +142,8 @@ def pull_corpus(
             f"{K.artifact_key(corpus_id, snapshot)}: manifest snapshot "
             f"`{manifest.snapshot}` is not a 16-hex snapshot id"
         )
-    path, installed = install(root, manifest, store_bytes, corpus_id, snapshot)
+    path, installed = install(root, manifest, store_parts, corpus_id, snapshot)
+    del store_parts
     return PullResult(
         corpus_id=corpus_id,
         snapshot=snapshot,
