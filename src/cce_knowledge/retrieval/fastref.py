@@ -246,6 +246,7 @@ class ReferenceIndex:
         self.tie_rank = arr("ref_tie_rank", np.int32).astype(np.int64)
         self.doc = arr("ref_doc", np.int32)
         self._vocab_list = [int(x) for x in self.vocab_off]
+        self._sub_cache: dict[str, Any] = {}
 
     @classmethod
     def open(cls, fi: FastIndex, loader: Callable[[], KnowledgeStore] | None) -> Any:
@@ -275,26 +276,28 @@ class ReferenceIndex:
                 return mid
         return -1
 
-    def _substring_terms(self, t: str) -> list[int]:
-        """Ids of vocabulary terms that contain `t`."""
-        key = t.encode("ascii")
-        out: list[int] = []
-        offs = self._vocab_list
-        pos = self.vocab.find(key)
-        last = -1
-        while pos >= 0:
-            tid = bisect.bisect_right(offs, pos) - 1
-            if tid != last:
-                out.append(tid)
-                last = tid
-            nxt = offs[tid + 1] if tid + 1 < len(offs) else len(self.vocab)
-            pos = self.vocab.find(key, max(pos + 1, nxt))
-        return out
+    def _substring_terms(self, t: str) -> Any:
+        """Ids of vocabulary terms that contain `t` (memoised per token)."""
+        got = self._sub_cache.get(t)
+        if got is not None:
+            return got
+        import re
 
-    def _mask_from(self, ptr: Any, ids: Any, tids: list[int]) -> Any:
+        np = self.np
+        # Terms are "\n"-separated and `t` has no "\n", so a match never spans two terms.
+        pos = np.fromiter(
+            (m.start() for m in re.finditer(re.escape(t.encode("ascii")), self.vocab)), dtype=np.int64
+        )
+        got = np.unique(np.searchsorted(self.vocab_off, pos, side="right") - 1)
+        if len(self._sub_cache) > 4096:
+            self._sub_cache.clear()
+        self._sub_cache[t] = got
+        return got
+
+    def _mask_from(self, ptr: Any, ids: Any, tids: Any) -> Any:
         np = self.np
         mask = np.zeros(self.n, dtype=bool)
-        if not tids:
+        if len(tids) == 0:
             return mask
         t = np.asarray(tids, dtype=np.int64)
         starts, ends = ptr[t], ptr[t + 1]
