@@ -234,8 +234,24 @@ def default_search(
     """The default ranking, straightforwardly (builds the model on every call)."""
     if not chunks or not rs_trim(query) or top_k <= 0:
         return []
+    return search_model(model_for(chunks), query, top_k, min_score)
+
+
+# One cached model: repeated queries over the same, unchanged chunk list reuse it.
+# The snapshot of element identities detects in-place edits of the list.
+_CACHE: list[tuple[Sequence[KnowledgeChunk], list[KnowledgeChunk], DefaultModel]] = []
+
+
+def model_for(chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
+    if _CACHE:
+        held, items, model = _CACHE[0]
+        if held is chunks and len(items) == len(chunks) and all(
+            a is b for a, b in zip(items, chunks, strict=True)
+        ):
+            return model
     model = build_model(chunks)
-    return search_model(model, query, top_k, min_score)
+    _CACHE[:] = [(chunks, list(chunks), model)]
+    return model
 
 
 def search_model(model: DefaultModel, query: str, top_k: int, min_score: float) -> list[Hit]:
