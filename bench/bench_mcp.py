@@ -188,7 +188,9 @@ def summarize(name: str, r: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("corpora", nargs="+", type=Path, help="cce.knowledge/v1 feeds")
     ap.add_argument("--queries", type=int, default=200, help="distinct queries (default 200)")
     ap.add_argument("--repeat", type=int, default=3, help="passes over the queries (default 3)")
@@ -220,7 +222,13 @@ def main() -> int:
                     "--_peer", str(root), str(qfile)]  # fmt: skip
         if args.ranking:
             peer_cmd += ["--ranking", args.ranking]
-        peer = json.loads(subprocess.run(peer_cmd, check=True, capture_output=True, text=True).stdout)
+        proc = subprocess.run(peer_cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(
+                f"peer run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr
+            )
+            return 1
+        peer = json.loads(proc.stdout)
         mcp = run_mcp(root, queries, args.repeat, args.ranking)
         size_mb = feed.stat().st_size / 1e6
         print(f"\ncorpus {feed} ({size_mb:.1f} MB, snapshot {snap})")
