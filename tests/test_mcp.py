@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from cce_knowledge import store as S
 from cce_knowledge.engine.redactor import redact
 from cce_knowledge.mcp import render
+from cce_knowledge.retrieval import provenance_line, search_knowledge
 from cce_knowledge.sync.marker import SyncMarker, write_marker
 
 pytestmark = pytest.mark.slow
@@ -151,6 +152,19 @@ def test_tools_search_expand_related_status(root: Path) -> None:
         assert text.endswith(render.COMPACT_HINT)
         ranks = [ln[:3] for ln in text.split("\n") if HEADER.match(ln)]
         assert ranks == [f"{i:>2}." for i in range(1, len(ranks) + 1)] and len(ranks) <= 3
+
+        # ranking=reference: the reference engine's hits at its 0.30 floor, blend bytes.
+        ref, _ = await call(s, "context_search", {"query": "argon2id password hashing",
+                                                  "ranking": "reference"})  # fmt: skip
+        ref_hits = search_knowledge(st, "argon2id password hashing", 8, 0.30, ranking="reference")
+        assert ref_hits
+        expected = render.render_blend(
+            [render.BlendRow(h.score, h.chunk_id,
+                             provenance_line(h.title, h.state, h.updated_at, h.url), h.content)
+             for h in ref_hits],
+            top_k=8, total_chunks=len(st.chunks),
+        )  # fmt: skip
+        assert ref == expected
 
         # `both` on a root without a code index is the same knowledge-only answer.
         assert (await call(s, "context_search", {"query": "argon2id password hashing", "top_k": 3,
