@@ -10,13 +10,21 @@ each operation in its own process (wall time + that process's peak RSS):
   would do by hand to get the same bytes), and without LFS download;
 * pull + install into a fresh root with a fresh working clone (cold), and again with
   the working clone already present (warm);
-* `.cck` artifact size beside the native store size.
+* `.cck` artifact size beside the native store size;
+* optionally (`--baseline SRC`) the same push / cold pull run from another source tree
+  (e.g. an older commit's `src/`, via PYTHONPATH), so before/after share one run.
+
+The peer, precisely: `git clone` of the bare cache over file:// with the LFS filters on,
+i.e. all commits plus a checkout of HEAD with every `*.cck` in it smudged (here one
+artifact, so the same bytes pull downloads), no cce work. Our pull does a clone with
+smudging off, `git lfs smudge` of the one key, verification, and the store install
+(fsync'd write + read-back hash + marker + `current`).
 
 Target (issue #4): cold pull + install <= 1.2x the plain LFS clone.
 
 Usage:
   python bench/bench_sync.py --feed rfcs=/work/shared/bench/rfcs.jsonl \\
-      --root big100k=/work/bench-data/root100k --runs 3
+      --root big100k=/work/bench-data/root100k --runs 3 [--baseline /tmp/old/src]
 """
 
 from __future__ import annotations
@@ -64,6 +72,10 @@ def cce(*args: str) -> list[str]:
     return [sys.executable, "-m", "cce_knowledge", *args]
 
 
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
@@ -78,7 +90,7 @@ def fmt(samples: list[tuple[float, float]]) -> str:
     )
 
 
-def bench_corpus(name: str, root: Path, work: Path, runs: int) -> None:
+def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | None) -> None:
     kdir = root / ".cce" / "knowledge"
     snap = (kdir / "current").read_text().strip()
     store_size = (kdir / f"{snap}.json").stat().st_size
@@ -90,7 +102,11 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int) -> None:
     clone_plain: list[tuple[float, float]] = []
     pull_cold: list[tuple[float, float]] = []
     pull_warm: list[tuple[float, float]] = []
+    base_push: list[tuple[float, float]] = []
+    base_pull: list[tuple[float, float]] = []
+    base_env = {"PYTHONPATH": baseline} if baseline else {}
     cck_size = 0
+    print(f"  start: {load()}")
     for i in range(runs):
         run_dir = work / f"{name}-{i}"
         bare = run_dir / "cache.git"
@@ -148,6 +164,33 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int) -> None:
         ).read_bytes()
         if not same:
             raise SystemExit("pulled store differs from the producer's store")
+        if baseline:
+            bare2 = run_dir / "cache-baseline.git"
+            subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare2)], check=True)
+            url2 = bare2.resolve().as_uri()
+            home = {"CCE_HOME": str(run_dir / "home-base-push"), **base_env}
+            base_push.append(
+                run(
+                    cce(
+                        "knowledge", "push", "--corpus", name, "--remote", url2, "--dir", str(root)
+                    ),
+                    home,
+                )
+            )
+            home = {"CCE_HOME": str(run_dir / "home-base-pull"), **base_env}
+            dest = run_dir / "consumer-baseline"
+            base_pull.append(
+                run(
+                    cce(
+                        "knowledge", "pull", "--corpus", name, "--remote", url2, "--dir", str(dest)
+                    ),
+                    home,
+                )
+            )
+            if (dest / ".cce/knowledge" / f"{snap}.json").read_bytes() != (
+                consumer / ".cce/knowledge" / f"{snap}.json"
+            ).read_bytes():
+                raise SystemExit("baseline and current pulls installed different bytes")
         if i < runs - 1:
             shutil.rmtree(run_dir, ignore_errors=True)
     print(f"  push (first publish)    {fmt(push_first)}")
@@ -156,8 +199,15 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int) -> None:
     print(f"  git clone (no LFS dl)   {fmt(clone_plain)}")
     print(f"  pull+install (cold)     {fmt(pull_cold)}")
     print(f"  pull+install (warm)     {fmt(pull_warm)}")
-    ratio = statistics.median(t for t, _ in pull_cold) / statistics.median(t for t, _ in clone_lfs)
+    clone_med = statistics.median(t for t, _ in clone_lfs)
+    ratio = statistics.median(t for t, _ in pull_cold) / clone_med
+    if baseline:
+        print(f"  push (baseline src)     {fmt(base_push)}")
+        print(f"  pull+install (baseline) {fmt(base_pull)}")
+        base_ratio = statistics.median(t for t, _ in base_pull) / clone_med
+        print(f"  ratio baseline cold pull / LFS clone: {base_ratio:.2f}x")
     print(f"  ratio cold pull / LFS clone: {ratio:.2f}x  (target <= 1.2x)")
+    print(f"  end: {load()}")
     mb = store_size / 2**20
     print(
         f"  artifact {cck_size / 2**20:.1f} MiB (.cck) vs store {mb:.1f} MiB ({cck_size / store_size:.2f}x)"
@@ -184,6 +234,11 @@ def main() -> None:
     )
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", metavar="DIR", help="scratch directory (default: a temp dir)")
+    ap.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also push/pull with this source tree on PYTHONPATH (e.g. an older commit's src/)",
+    )
     args = ap.parse_args()
     if not args.feed and not args.root:
         ap.error("give at least one --feed or --root")
@@ -206,7 +261,7 @@ def main() -> None:
         name, _, root = spec.partition("=")
         corpora.append((name, Path(root)))
     for name, root in corpora:
-        bench_corpus(name, root, work, args.runs)
+        bench_corpus(name, root, work, args.runs, args.baseline)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

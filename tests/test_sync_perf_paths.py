@@ -107,6 +107,11 @@ def test_fast_path_is_taken_and_byte_identical(store: KnowledgeStore) -> None:
     assert (m, raw) == _strict(data)
     assert raw == dumps(store)
     assert cck.import_to_store_bytes(data) == (m, raw)
+    digests = cck._fast_run(data, 1, cck._fast_digests)
+    assert digests is not None
+    assert (digests[0], [x for ids in digests[1] for x in ids]) == (
+        cck.strict_import_chunk_digests(data, 1)
+    )
 
 
 def test_zero_chunk_store_fast_path() -> None:
@@ -250,6 +255,9 @@ def test_fast_and_strict_accept_and_reject_the_same_mutations(reseal: bool) -> N
                 data = _reseal_raw(data)
             fast, strict = _outcome(cck.import_to_store_bytes, data), _outcome(_strict, data)
             assert fast == strict, mutated
+            assert _outcome(cck.import_chunk_digests, data) == _outcome(
+                cck.strict_import_chunk_digests, data
+            ), mutated
             tried += 1
     assert tried > 40
 
@@ -284,6 +292,9 @@ def test_any_single_byte_change_gets_the_strict_verdict(
     if data.draw(st.booleans()):
         mutated = _reseal_raw(mutated)
     assert _outcome(cck.import_to_store_bytes, mutated) == _outcome(_strict, mutated)
+    assert _outcome(cck.import_chunk_digests, mutated) == _outcome(
+        cck.strict_import_chunk_digests, mutated
+    )
 
 
 # ---------------------------------------------------------------- push: store file -> .cck

@@ -7,6 +7,11 @@ stream with the checksum value blanked.
 
 Verification re-serialises the *typed* values (as the reference does) rather than
 hashing the received bytes, so we accept exactly the byte variants it accepts.
+
+Two fast paths sit in front of the strict code and hand over to it on anything
+unusual, so the strict code alone decides errors: pull's canonical-artifact path
+(`_fast_store_parts`: lines proven canonical by a regex, raw body hashed, store text
+rendered from the tokens) and push's store-file path (`fast_export_store_bytes`).
 """
 
 from __future__ import annotations
@@ -601,8 +606,9 @@ def _embedding_texts_batch(raws: list[bytes]) -> list[bytes]:
     return out
 
 
-def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
-    """(lines, store chunk texts joined by ",\n") for _FAST_DATA[lo:hi]; None on any deviation."""
+def _fast_scan(bounds: tuple[int, int]) -> tuple[list[tuple[bytes, ...]], list[bytes]] | None:
+    """(token groups, embedding bytes) of the canonical lines in _FAST_DATA[lo:hi];
+    None on any deviation from canonical form."""
     data = _FAST_DATA
     lo, hi = bounds
     match = _LINE.match
@@ -631,6 +637,15 @@ def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
                     return None
         groups.append(g)
         raws.append(raw)
+    return groups, raws
+
+
+def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
+    """(lines, store chunk texts joined by ",\n") for _FAST_DATA[lo:hi]; None on any deviation."""
+    scanned = _fast_scan(bounds)
+    if scanned is None:
+        return None
+    groups, raws = scanned
     embs = _embedding_texts(raws)
     sat = _str_array_text
     out = [
@@ -642,6 +657,14 @@ def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
         for g, emb in zip(groups, embs, strict=True)
     ]  # fmt: skip
     return len(out), b",\n".join(out)
+
+
+def _fast_digests(bounds: tuple[int, int]) -> list[tuple[str, bytes]] | None:
+    """(record_id, chunk digest) for the canonical lines in _FAST_DATA[lo:hi]."""
+    scanned = _fast_scan(bounds)
+    if scanned is None:
+        return None
+    return [(_token_str(g[9]), chunk_digest(_token_str(g[1]))) for g in scanned[0]]
 
 
 def _line_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
@@ -665,6 +688,25 @@ def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes
 
 def _fast_store_parts(data: bytes, jobs: int | None) -> tuple[CckManifest, list[bytes]] | None:
     """The store bytes as parts (no joined copy of a large store)."""
+    fast = _fast_run(data, jobs, _fast_render)
+    if fast is None:
+        return None
+    m, parts = fast
+    segs = [p[1] for p in parts if p[0]]
+    if not segs:
+        return m, [_store_head(m), b'  "chunks": []\n}\n']
+    out = [_store_head(m), b'  "chunks": [\n']
+    for seg in segs:
+        out += (seg, b",\n")
+    out[-1] = b"\n  ]\n}\n"
+    return m, out
+
+
+def _fast_run(
+    data: bytes, jobs: int | None, fn: Callable[[tuple[int, int]], _T | None]
+) -> tuple[CckManifest, list[_T]] | None:
+    """Manifest + line count + `fn` over line ranges (forked when it pays) + the digest;
+    None whenever the strict path has to decide."""
     global _FAST_DATA
     nl = data.find(b"\n")
     if nl < 0 or not data.endswith(b"\n") or sys.byteorder != "little":
@@ -688,25 +730,18 @@ def _fast_store_parts(data: bytes, jobs: int | None) -> tuple[CckManifest, list[
             with ProcessPoolExecutor(
                 max_workers=workers, mp_context=mp.get_context("fork")
             ) as pool:
-                pending = pool.map(_fast_render, bounds)
-                # Hash and UTF-8-check here while the workers render.
-                ok = _fast_verified(m, data, lo)
+                pending = pool.map(fn, bounds)
+                ok = _fast_verified(m, data, lo)  # hash here while the workers scan
                 parts = list(pending)
         else:
-            parts = [_fast_render(b) for b in bounds]
+            parts = [fn(b) for b in bounds]
             ok = _fast_verified(m, data, lo)
     finally:
         _FAST_DATA = b""
-    if not ok or any(p is None for p in parts):
+    done = [p for p in parts if p is not None]
+    if not ok or len(done) != len(parts):
         return None
-    segs = [p[1] for p in parts if p is not None and p[0]]
-    if not segs:
-        return m, [_store_head(m), b'  "chunks": []\n}\n']
-    out = [_store_head(m), b'  "chunks": [\n']
-    for seg in segs:
-        out += (seg, b",\n")
-    out[-1] = b"\n  ]\n}\n"
-    return m, out
+    return m, done
 
 
 def _fast_verified(m: CckManifest, data: bytes, body_at: int) -> bool:
@@ -749,6 +784,16 @@ def import_chunk_digests(
 
     What the shrink guard needs, without materialising embeddings.
     """
+    fast = _fast_run(data, jobs, _fast_digests)
+    if fast is not None:
+        return fast[0], [x for ids in fast[1] for x in ids]
+    return strict_import_chunk_digests(data, jobs)
+
+
+def strict_import_chunk_digests(
+    data: bytes, jobs: int | None = None
+) -> tuple[CckManifest, list[tuple[str, bytes]]]:
+    """`import_chunk_digests` without the canonical fast path."""
     m, pieces = _split(data)
     parts = _run_slices(pieces, _digest_slice, jobs)
     _verify_parts(m, [body for body, _ in parts])
