@@ -371,3 +371,20 @@ def test_pass1_matches_plain_table_application(s: str) -> None:
     for pat, repl in _SPECIFIC:
         want = pat.sub(repl, want)
     assert redact(s) == _generic_pass(want)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["pa", "ss", "SS", "\u017f", "word", "WD", "sec", "ret", "_", "-", "key", "\u212a", "ey",
+             "api", "AP", "I", "\u0130", "acc", "ess", "auth", "tok", "en", "priv", "ate", "=", ":", " "]
+        ),
+        max_size=14,
+    ).map("".join)
+)
+def test_key_prefilter_is_a_superset(s: str) -> None:
+    from cce_knowledge.engine.redactor import REFERENCE_PREFIX, may_have_key
+
+    if REFERENCE_PREFIX.search(s):
+        assert may_have_key(s)

@@ -256,7 +256,24 @@ def _utf8_len_lt(s: str, limit: int) -> bool:
     return len(s.encode("utf-8")) < limit
 
 
+_KEY_STEMS = ("pass", "secret", "api", "access", "auth", "private", "token")
+
+
+def may_have_key(text: str) -> bool:
+    """Cheap superset test for a prefix-regex match (C-level lowercase + `in`).
+
+    Every key contains one of the stems; with no ſ/K in the text a match is ASCII,
+    and `str.lower()` maps ASCII letters to ASCII letters (it may add matches, e.g.
+    from `İ`, never remove one)."""
+    if "\u017f" in text or "\u212a" in text:
+        return True
+    low = text.lower()
+    return any(k in low for k in _KEY_STEMS)
+
+
 def _generic_pass(text: str) -> str:
+    if not may_have_key(text):
+        return text
     matches = _prefix_matches(text)
     if not matches:
         return text
