@@ -156,6 +156,7 @@ def test_forked_and_batched_fast_path_equals_strict(
 ) -> None:
     monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
     monkeypatch.setattr(cck, "_EMB_BATCH", batch)
+    monkeypatch.setattr(cck, "_RANGE_BYTES", 700 if batch == 3 else 16 << 20)  # many ranges
     store = _many(97)
     data = _raw_cck(store)
     fast = cck._fast_store_bytes(data, jobs)
@@ -335,6 +336,7 @@ def test_export_fast_path_forked_equals_export_cck(
     jobs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
+    monkeypatch.setattr(cck, "_RANGE_BYTES", 900)  # many ranges, even with one worker
     store = _many(97)
     for c in store.chunks:
         c.embedding = c.embedding or [1.0]

@@ -675,6 +675,14 @@ def _fast_digests(bounds: tuple[int, int]) -> list[tuple[str, bytes]] | None:
     return [(_token_str(g[9]), chunk_digest(_token_str(g[1]))) for g in scanned[0]]
 
 
+#: Work per range: bounds the transient token copies a range holds (peak memory).
+_RANGE_BYTES = 16 << 20
+
+
+def _range_count(size: int, workers: int) -> int:
+    return max(workers * 4 if workers > 1 else 1, -(-size // _RANGE_BYTES))
+
+
 def _line_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
     """Split data[lo:hi] (whole LF-terminated lines) into about `parts` line-aligned ranges."""
     bounds: list[tuple[int, int]] = []
@@ -731,7 +739,7 @@ def _fast_run(
     use_pool = (
         n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and "fork" in mp.get_all_start_methods()
     )
-    bounds = _line_ranges(data, lo, hi, workers * 4 if use_pool else 1)
+    bounds = _line_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
     _FAST_DATA = data  # inherited by forked workers, never pickled
     try:
         if use_pool:
@@ -1013,7 +1021,7 @@ def fast_export_store_bytes(
     use_pool = (
         n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and "fork" in mp.get_all_start_methods()
     )
-    bounds = _chunk_ranges(data, lo, hi, workers * 4 if use_pool else 1)
+    bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
     _FAST_DATA = data
     try:
         if use_pool:
@@ -1029,20 +1037,22 @@ def fast_export_store_bytes(
     done = [p for p in parts if p is not None]
     if any(p[3] for p in done):
         return True
-    body = b"".join(p[0] for p in done)
+    bodies = [p[0] for p in done]
     newest = [p[2] for p in done if p[2] is not None]
     m = CckManifest(
         checksum="",
-        chunk_count=body.count(b"\n"),
+        chunk_count=sum(b.count(b"\n") for b in bodies),
         contract=head["schema"],
         corpus_id=corpus_id,
         data_as_of=max(newest) if newest else None,
         records=head["records"],
         snapshot=head["snapshot"],
     )
-    digest = _digest(m, body)
-    sealed = CckManifest(**{**m.as_dict(), "checksum": digest})
-    out = (canonical(sealed.as_dict()) + "\n").encode("utf-8") + body
+    h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+    for b in bodies:
+        h.update(b)
+    sealed = CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
+    out = b"".join([(canonical(sealed.as_dict()) + "\n").encode("utf-8"), *bodies])
     return sealed, out, [x for p in done for x in p[1]]
 
 
