@@ -1,0 +1,63 @@
+"""Default ranking quality on the shipped ask suites (issue #3), against the reference.
+
+Corpus: tests/fixtures/quality/rfcs-lead.jsonl.gz — the 647 Rust RFC records of the
+bench corpus cut to their first ~3000 characters (title, summary, motivation), so
+the test is self-contained. Suites: examples/rfcs-dev-suite.ask.jsonl (70) and the
+held-out examples/rfcs-holdout.ask.jsonl (50). The assertion is a margin over the
+reference ranking on each suite and an absolute floor well below the measured
+figures, not pinned numbers: a change that breaks ranking fails, tuning noise does not.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cce_knowledge.contract.asksuite import parse_suite
+from cce_knowledge.ingest import ingest_feed
+from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "fixtures" / "quality" / "rfcs-lead.jsonl.gz"
+SUITES = ["rfcs-dev-suite.ask.jsonl", "rfcs-holdout.ask.jsonl"]
+
+
+@pytest.fixture(scope="module")
+def index() -> FastIndex:
+    store = ingest_feed(gzip.decompress(CORPUS.read_bytes()), 400)
+    return FastIndex(Path("mem"), build_bytes(store), lambda: store)
+
+
+def _measure(rank: Callable[[str], list[str]], suite: str) -> tuple[float, float]:
+    cases = parse_suite((ROOT / "examples" / suite).read_text(encoding="utf-8")).cases
+    hits, rr = 0, 0.0
+    for c in cases:
+        recs: list[str] = []
+        for r in rank(c.query):
+            if r not in recs:
+                recs.append(r)
+        first = next((i for i, r in enumerate(recs[:10], 1) if r in c.expect), None)
+        hits += first is not None and first <= 5
+        rr += 1.0 / first if first else 0.0
+    return hits / len(cases), rr / len(cases)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_default_beats_reference_with_a_margin(index: FastIndex, suite: str) -> None:
+    d_hit, d_mrr = _measure(lambda q: [h.record_id for h in index.search(q, 10, 0.0)], suite)
+    r_hit, r_mrr = _measure(
+        lambda q: [h.record_id for h in index.search(q, 30, 0.0, ranking="reference")], suite
+    )
+    assert d_hit >= r_hit + 0.10, (suite, d_hit, r_hit)
+    assert d_mrr >= r_mrr + 0.15, (suite, d_mrr, r_mrr)
+    assert d_hit >= 0.80 and d_mrr >= 0.65, (suite, d_hit, d_mrr)
+
+
+def test_suites_do_not_overlap() -> None:
+    """The held-out suite stays independent: no shared question ids or query texts."""
+    a, b = (parse_suite((ROOT / "examples" / s).read_text(encoding="utf-8")).cases for s in SUITES)
+    assert not {c.id for c in a} & {c.id for c in b}
+    assert not {c.query for c in a} & {c.query for c in b}
