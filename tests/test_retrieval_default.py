@@ -143,3 +143,28 @@ def test_numpy_path_for_long_postings_is_bit_identical(store, query, top_k, floo
     finally:
         fx.NUMPY_POSTINGS = saved
     assert got == default_search(store.chunks, query, top_k, floor)
+
+
+def test_parallel_build_gives_the_same_bytes() -> None:
+    """The reference sections built in a forked child: byte-identical index."""
+    recs = [
+        _rec(f"r{i}", f"Title {i} lock file", f"# H\n\nbody {i} getUserName retries\n\n## Two\n\nmore {i % 7}")
+        for i in range(40)
+    ]
+    store = ingest_feed(_feed(*recs), 400)
+    assert build_bytes(store, workers=2) == build_bytes(store, workers=1)
+
+
+def test_parallel_build_reports_a_failing_worker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    import cce_knowledge.retrieval.fastref as fr
+    from cce_knowledge.errors import StoreError
+
+    def boom(*_a: object) -> dict[str, bytes]:
+        raise ValueError("broken")
+
+    monkeypatch.setattr(fr, "reference_sections", boom)
+    store = ingest_feed(_feed(_rec("a", "t", "b")), 400)
+    with pytest.raises(StoreError, match="ValueError: broken"):
+        build_bytes(store, workers=2)

@@ -86,18 +86,93 @@ def _doc_bytes(c: KnowledgeChunk) -> bytes:
     ).encode("utf-8")
 
 
-def build_bytes(store: KnowledgeStore, *, with_reference: bool = True) -> bytes:
-    """The index file for `store` (deterministic: same store → same bytes)."""
-    from cce_knowledge.retrieval.default import build_model
+#: Below this many live sections the reference sections are built in-process: a
+#: fork + result transfer costs more than it saves on a small store.
+PARALLEL_MIN_CHUNKS = 20_000
+
+
+def _parallel_ok(n_chunks: int, workers: int | None) -> bool:
+    """Build the reference sections in a forked child? Only on an idle second core,
+    in a single-threaded process (fork with live threads is unsafe), on a big store."""
+    if workers is not None:
+        return workers > 1 and hasattr(os, "fork")
+    import threading
+
+    if n_chunks < PARALLEL_MIN_CHUNKS or not hasattr(os, "fork") or threading.active_count() > 1:
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        idle = cpus - os.getloadavg()[0] + 1  # +1: the load includes ourselves
+    except OSError:  # pragma: no cover - no load average
+        idle = cpus
+    return cpus > 1 and idle >= 1.5
+
+
+def _start_child(fn: Callable[[], dict[str, bytes]]) -> Callable[[], dict[str, bytes]]:
+    """Run fn in a forked child now; the returned callable waits for its result."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send((True, fn()))
+        except BaseException as e:  # reported to the parent as an error
+            send.send((False, f"{type(e).__name__}: {e}"))
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    send.close()
+
+    def wait() -> dict[str, bytes]:
+        try:
+            ok, value = recv.recv()  # before join: the child blocks until its result is read
+        except EOFError:
+            ok, value = False, "worker exited without a result"
+        finally:
+            recv.close()
+            proc.join()
+        if not ok:
+            raise StoreError(f"building the search index failed: {value}")
+        return value
+
+    return wait
+
+
+def build_bytes(
+    store: KnowledgeStore, *, with_reference: bool = True, workers: int | None = None
+) -> bytes:
+    """The index file for `store` (deterministic: same store → same bytes).
+
+    On a big store with an idle second core the reference ranking's sections are
+    built in a forked child while this process builds the default ranking's ones
+    (`workers`: None = decide, 1 = never fork, 2 = always); the bytes are the same.
+    """
+    from cce_knowledge.retrieval.default import build_model, live_chunks
+
+    # Chunks are renumbered so each record's sections are contiguous (store order
+    # kept) — the same grouping build_model makes, known before the model exists.
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(live_chunks(store.chunks)):
+        groups.setdefault(c.record_id, []).append(i)
+    order: list[int] = [i for g in groups.values() for i in g]
+    new_of = {old: new for new, old in enumerate(order)}
+    live_to_doc = [new_of[i] for i in range(len(order))]
+    ref_wait: Callable[[], dict[str, bytes]] | None = None
+    if with_reference and _parallel_ok(len(order), workers):
+        from cce_knowledge.retrieval.fastref import reference_sections
+
+        ref_wait = _start_child(lambda: reference_sections(store, live_to_doc))
 
     model = build_model(store.chunks)
-    # Chunks are renumbered so each record's sections are contiguous (store order kept).
-    order: list[int] = []
     rec_chunk_ptr = array("q", [0])
     for rd in model.records:
-        order.extend(rd.chunks)
-        rec_chunk_ptr.append(len(order))
-    new_of = {old: new for new, old in enumerate(order)}
+        rec_chunk_ptr.append(rec_chunk_ptr[-1] + len(rd.chunks))
+    del groups
 
     import numpy as np
 
@@ -136,10 +211,12 @@ def build_bytes(store: KnowledgeStore, *, with_reference: bool = True) -> bytes:
     sections["docs"] = bytes(docs)
     sections["doc_off"] = doc_off.tobytes()
 
-    if with_reference:
+    if ref_wait is not None:
+        sections.update(ref_wait())
+    elif with_reference:
         from cce_knowledge.retrieval.fastref import reference_sections
 
-        sections.update(reference_sections(store, [new_of[i] for i in range(len(order))]))
+        sections.update(reference_sections(store, live_to_doc))
 
     header: dict[str, Any] = {
         "format": FORMAT,
