@@ -168,3 +168,36 @@ def test_parallel_build_reports_a_failing_worker(monkeypatch) -> None:  # type: 
     store = ingest_feed(_feed(_rec("a", "t", "b")), 400)
     with pytest.raises(StoreError, match="ValueError: broken"):
         build_bytes(store, workers=2)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(store=stores)
+def test_model_numbers_match_a_naive_recount(store) -> None:  # type: ignore[no-untyped-def]
+    """build_model counts section by section; a naive whole-record recount agrees."""
+    from array import array
+    from collections import Counter
+
+    from cce_knowledge.retrieval import default as d
+
+    model = build_model(store.chunks)
+    chunks = model.chunks
+    per_chunk = [analyze(c.content) for c in chunks]
+    rows = []
+    for rd in model.records:
+        body = [t for ci in rd.chunks for t in per_chunk[ci]]
+        rows.append((analyze(chunks[rd.chunks[-1]].title), body, body[: d.LEAD_TERMS]))
+    n = len(rows)
+    avg = [sum(len(r[k]) for r in rows) / n if n else 0.0 for k in range(3)]
+    for rd, (tt, bt, lt) in zip(model.records, rows, strict=True):
+        ct, cb, cl = Counter(tt), Counter(bt), Counter(lt)
+        norms = (
+            d.field_norm(d.TITLE_B, len(tt), avg[0]),
+            d.field_norm(d.BODY_B, len(bt), avg[1]),
+            d.field_norm(d.LEAD_B, len(lt), avg[2]),
+        )
+        want = {t: d.saturate(ct[t], cb[t], cl[t], *norms) for t in set(ct) | set(cb)}
+        assert rd.sat == dict(zip(want, array("f", want.values()), strict=True))
+    avg_c = sum(len(ts) for ts in per_chunk) / len(chunks) if chunks else 0.0
+    for ts, sw in zip(per_chunk, model.section_w, strict=True):
+        norm = d.field_norm(d.SECTION_B, len(ts), avg_c)
+        assert sw == {t: array("f", [d.section_weight(f, norm)])[0] for t, f in Counter(ts).items()}

@@ -9,6 +9,7 @@ list and a small suffix stemmer (written for this project; no external model).
 from __future__ import annotations
 
 import re
+from sys import intern as _intern
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # Sub-word boundaries inside one identifier: lower→Upper, ACRONYMWord, letter↔digit.
@@ -125,7 +126,7 @@ def analyze(text: str) -> list[str]:
         if terms:
             head = terms[0]
             if prev is not None:
-                pairs.append(prev + " " + head)
+                pairs.append(_intern(prev + " " + head))
             prev = head
     if BIGRAMS:
         out.extend(pairs)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -91,10 +92,8 @@ def _f32(d: dict[str, float]) -> dict[str, float]:
 
 
 def _counts(terms: list[str]) -> dict[str, int]:
-    d: dict[str, int] = {}
-    for t in terms:
-        d[t] = d.get(t, 0) + 1
-    return d
+    """Term frequencies in first-occurrence order (Counter counts in C)."""
+    return Counter(terms)
 
 
 @dataclass(slots=True)
@@ -129,7 +128,11 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
         rd.chunks.append(i)
     records = list(by_rec.values())
 
-    chunk_terms = [analyze(c.content) for c in chunks]
+    # One analysis pass; each section's term list is reduced to its counts at once
+    # (the record's body counts are the sum of its sections'), so the token lists of
+    # the whole corpus are never held together.
+    chunk_tf: list[dict[str, int]] = [{}] * len(chunks)
+    chunk_len = array("q", bytes(8 * len(chunks)))
     title_tf: list[dict[str, int]] = []
     body_tf: list[dict[str, int]] = []
     lead_tf: list[dict[str, int]] = []
@@ -139,17 +142,26 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
     for rd in records:
         # Facets of a record come from its last chunk (as in the reference).
         t_terms = analyze(chunks[rd.chunks[-1]].title)
-        body: dict[str, int] = {}
+        body: dict[str, int] | None = None
         bl = 0
         lead: list[str] = []
         for ci in rd.chunks:
-            for t in chunk_terms[ci]:
-                body[t] = body.get(t, 0) + 1
-            bl += len(chunk_terms[ci])
+            terms = analyze(chunks[ci].content)
+            cnt = _counts(terms)
+            chunk_tf[ci] = cnt
+            chunk_len[ci] = len(terms)
+            bl += len(terms)
             if len(lead) < LEAD_TERMS:
-                lead.extend(chunk_terms[ci][: LEAD_TERMS - len(lead)])
+                lead.extend(terms[: LEAD_TERMS - len(lead)])
+            if body is None:
+                body = cnt
+            else:
+                if body is chunk_tf[rd.chunks[0]]:
+                    body = dict(body)
+                for t, f in cnt.items():
+                    body[t] = body.get(t, 0) + f
         title_tf.append(_counts(t_terms))
-        body_tf.append(body)
+        body_tf.append(body if body is not None else {})
         lead_tf.append(_counts(lead))
         tlen.append(len(t_terms))
         blen.append(bl)
@@ -168,13 +180,15 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
             df[t] = df.get(t, 0) + 1
             rd.sat[t] = saturate(tt.get(t, 0), bt.get(t, 0), lt.get(t, 0), nt, nb, nl)
         rd.sat = _f32(rd.sat)
+        title_tf[r] = body_tf[r] = lead_tf[r] = {}  # freed as we go
     idfs = {t: idf(n, d) for t, d in df.items()}
 
-    avg_c = sum(len(ts) for ts in chunk_terms) / len(chunks) if chunks else 0.0
+    avg_c = sum(chunk_len) / len(chunks) if chunks else 0.0
     section_w: list[dict[str, float]] = []
-    for ts in chunk_terms:
-        norm = field_norm(SECTION_B, len(ts), avg_c)
-        section_w.append(_f32({t: section_weight(f, norm) for t, f in _counts(ts).items()}))
+    for ci, cnt in enumerate(chunk_tf):
+        norm = field_norm(SECTION_B, chunk_len[ci], avg_c)
+        section_w.append(_f32({t: section_weight(f, norm) for t, f in cnt.items()}))
+        chunk_tf[ci] = {}
     return DefaultModel(chunks, records, idfs, n, section_w)
 
 

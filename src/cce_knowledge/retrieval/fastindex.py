@@ -189,7 +189,7 @@ def build_bytes(
     def csr(name: str, owners: list[int], maps: list[dict[str, float]]) -> None:
         # Flat (term, owner, weight) triples, sorted by term then owner.
         lens = [len(m) for m in maps]
-        t_ids = np.fromiter((tid[t] for m in maps for t in m), dtype=np.int64, count=sum(lens))
+        t_ids = np.fromiter((tid[t] for m in maps for t in m), dtype=np.int32, count=sum(lens))
         ws = np.fromiter((x for m in maps for x in m.values()), dtype=np.float32, count=len(t_ids))
         own = np.repeat(np.asarray(owners, dtype=np.int32), lens)
         o = np.lexsort((own, t_ids))
@@ -200,7 +200,11 @@ def build_bytes(
         sections[name + "_w"] = ws[o].tobytes()
 
     csr("rec", list(range(len(model.records))), [rd.sat for rd in model.records])
-    csr("sec", [new_of[i] for i in range(len(model.section_w))], model.section_w)
+    for rd in model.records:
+        rd.sat = {}  # the model is private to this build: free each part once written
+    csr("sec", live_to_doc, model.section_w)
+    model.section_w.clear()
+    tid.clear()
     sections["rec_chunk_ptr"] = rec_chunk_ptr.tobytes()
 
     docs = bytearray()
