@@ -1,10 +1,11 @@
 """Retrieval quality on an ask suite: hit@5 and MRR@10 for our rankings and for bm25s.
 
-    python bench/eval_quality.py CORPUS.jsonl SUITE.ask.jsonl [--misses]
+    python bench/eval_quality.py CORPUS.jsonl SUITE.ask.jsonl [SUITE2.ask.jsonl …] [--misses]
 
 CORPUS is a cce.knowledge/v1 feed (e.g. ../shared/bench/rfcs.jsonl); SUITE is a
 cce.knowledge.ask/v1 suite whose `expect` lists record ids (e.g.
-examples/rfcs-dev-suite.ask.jsonl). Rankings compared side by side in one run:
+examples/rfcs-dev-suite.ask.jsonl and the held-out examples/rfcs-holdout.ask.jsonl;
+several suites are also reported combined). Rankings compared side by side in one run:
 
 - default   — ours (record-level BM25F, analysis in retrieval/analyze.py);
 - reference — the reference engine's hybrid ranking (byte-exact port);
@@ -59,24 +60,37 @@ def evaluate(
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus")
-    ap.add_argument("suite")
+    ap.add_argument("suite", nargs="+")
     ap.add_argument("--misses", action="store_true", help="list cases not ranked first")
     ap.add_argument("--skip-reference", action="store_true")
     a = ap.parse_args()
 
     from cce_knowledge.contract.asksuite import parse_suite
     from cce_knowledge.ingest import ingest_feed
-    from cce_knowledge.retrieval.default import build_model, search_model
 
     raw = Path(a.corpus).read_bytes()
-    suite = parse_suite(Path(a.suite).read_text(encoding="utf-8"))
-    cases = [(c.id, c.query, list(c.expect)) for c in suite.cases]
+    suites: list[tuple[str, list[tuple[str, str, list[str]]]]] = []
+    for path in a.suite:
+        suite = parse_suite(Path(path).read_text(encoding="utf-8"))
+        suites.append((Path(path).name, [(c.id, c.query, list(c.expect)) for c in suite.cases]))
+    if len(suites) > 1:
+        suites.append(("combined", [c for _, cs in suites for c in cs]))
     store = ingest_feed(raw, 400)
-    print(f"corpus {a.corpus}: {store.records} records, {len(store.chunks)} chunks; "
-          f"suite {a.suite}: {len(cases)} questions")
+    print(f"corpus {a.corpus}: {store.records} records, {len(store.chunks)} chunks")
+    for name, cs in suites:
+        print(f"  {name}: {len(cs)} questions")
+    for name, cases in suites:
+        print(f"\n== {name}")
+        run_suite(a, raw, store, cases)
+    return 0
+
+
+def run_suite(a: argparse.Namespace, raw: bytes, store: object, cases: list[tuple[str, str, list[str]]]) -> None:
+    from cce_knowledge.retrieval.default import build_model, search_model
+
 
     rows: list[tuple[str, float, float, float]] = []
-    model = build_model(store.chunks)
+    model = build_model(store.chunks)  # type: ignore[attr-defined]
     rows.append(("default (ours)", *evaluate(
         "default", lambda q: [h.record_id for h in search_model(model, q, 10, 0.0)], cases, a.misses)))
 
@@ -84,7 +98,7 @@ def main() -> int:
         from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
         from cce_knowledge.retrieval.searcher import Searcher
 
-        fi = FastIndex(Path("mem"), build_bytes(store), lambda: store)
+        fi = FastIndex(Path("mem"), build_bytes(store), lambda: store)  # type: ignore[arg-type,return-value]
         # k = 30 sections so ten distinct records are almost always present.
         rows.append(("reference", *evaluate(
             "reference", lambda q: [h.record_id for h in fi.search(q, 30, 0.0, ranking="reference")],
@@ -109,7 +123,6 @@ def main() -> int:
     print(f"\n{'ranking':<24}{'hit@5':>8}{'MRR@10':>9}{'ms/query':>10}")
     for name, h5, mrr, ms in rows:
         print(f"{name:<24}{h5:>8.3f}{mrr:>9.3f}{ms:>10.2f}")
-    return 0
 
 
 if __name__ == "__main__":
