@@ -76,7 +76,9 @@ def run_cli(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--issues", type=int, default=10_000)
     ap.add_argument("--touch-percent", type=float, default=1.0)
     ap.add_argument("--workdir", type=Path)
@@ -89,9 +91,13 @@ def main() -> int:
     t0 = time.perf_counter()
     server.start()
     url = parent.recv()
-    print(f"tracker: {args.issues} items served at {url} (built in {time.perf_counter() - t0:.1f}s)")
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} "
-          "(shared with other work: figures were taken under load)")
+    print(
+        f"tracker: {args.issues} items served at {url} (built in {time.perf_counter() - t0:.1f}s)"
+    )
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} "
+        "(shared with other work: figures were taken under load)"
+    )
 
     def call(cmd: str, arg: Any = None) -> Any:
         parent.send((cmd, arg))
@@ -122,7 +128,10 @@ def main() -> int:
     full = scenario("full (concurrent)", ["--out", str(feed), "--checkpoint", str(ck)])
     touched = list(range(1, args.issues + 1, max(1, round(100 / args.touch_percent))))
     call("touch", touched)
-    scenario(f"incremental, {args.touch_percent:g}% edited", ["--out", str(feed), "--checkpoint", str(ck)])
+    scenario(
+        f"incremental, {args.touch_percent:g}% edited",
+        ["--out", str(feed), "--checkpoint", str(ck)],
+    )
     inc = hashlib.sha256(feed.read_bytes()).hexdigest()[:12]
     ref = scenario("full after edit (check)", ["--out", str(work / "ref.jsonl")])
     scenario("incremental, no edit", ["--out", str(feed), "--checkpoint", str(ck)])
@@ -131,22 +140,32 @@ def main() -> int:
     server.join(5)
 
     records = sum(1 for _ in feed.open("rb"))
-    print(f"feed: {records} records, {feed.stat().st_size / 1e6:.1f} MB; touched {len(touched)} items")
+    print(
+        f"feed: {records} records, {feed.stat().st_size / 1e6:.1f} MB; touched {len(touched)} items"
+    )
     print()
-    hdr = (f"{'scenario':<26} {'wall s':>8} {'requests':>9} {'req/s':>8} {'peak RSS MiB':>13} "
-           f"{'svc p50 ms':>11} {'svc p95 ms':>11} {'svc p99 ms':>11}  feed sha256")
+    hdr = (
+        f"{'scenario':<26} {'wall s':>8} {'requests':>9} {'req/s':>8} {'peak RSS MiB':>13} "
+        f"{'svc p50 ms':>11} {'svc p95 ms':>11} {'svc p99 ms':>11}  feed sha256"
+    )
     print(hdr)
     print("-" * len(hdr))
     for name, wall, n, rss, service, digest in rows:
-        print(f"{name:<26} {wall:>8.2f} {n:>9} {n / wall:>8.0f} {rss / 1024:>13.1f} "
-              f"{pct(service, 50) * 1e3:>11.2f} {pct(service, 95) * 1e3:>11.2f} "
-              f"{pct(service, 99) * 1e3:>11.2f}  {digest}")
+        print(
+            f"{name:<26} {wall:>8.2f} {n:>9} {n / wall:>8.0f} {rss / 1024:>13.1f} "
+            f"{pct(service, 50) * 1e3:>11.2f} {pct(service, 95) * 1e3:>11.2f} "
+            f"{pct(service, 99) * 1e3:>11.2f}  {digest}"
+        )
     full_row, inc_row = rows[1], rows[2]
     print()
-    print(f"incremental re-run cost vs full: {inc_row[2] / full_row[2] * 100:.1f}% of the requests, "
-          f"{inc_row[1] / full_row[1] * 100:.1f}% of the wall time")
-    print(f"deterministic: sequential == concurrent full run: {seq == full}; "
-          f"incremental == fresh full run after the edit: {inc == ref}")
+    print(
+        f"incremental re-run cost vs full: {inc_row[2] / full_row[2] * 100:.1f}% of the requests, "
+        f"{inc_row[1] / full_row[1] * 100:.1f}% of the wall time"
+    )
+    print(
+        f"deterministic: sequential == concurrent full run: {seq == full}; "
+        f"incremental == fresh full run after the edit: {inc == ref}"
+    )
     print(f"mean service time {statistics.fmean(full_row[4]) * 1e3:.2f} ms/request (server side)")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

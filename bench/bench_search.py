@@ -115,8 +115,14 @@ BM25S_COLD = (
 )
 
 
-def bench_corpus(feed: Path, root: Path | None, work: Path, queries: list[str], cold_runs: int,
-                 suite: Path | None) -> None:
+def bench_corpus(
+    feed: Path,
+    root: Path | None,
+    work: Path,
+    queries: list[str],
+    cold_runs: int,
+    suite: Path | None,
+) -> None:
     name = feed.stem
     print(f"\n=== {feed} ===")
     if root is None:
@@ -146,8 +152,21 @@ def bench_corpus(feed: Path, root: Path | None, work: Path, queries: list[str], 
     print(f"\ncold process, one query ({cold_runs} runs; median / min / peak RSS):")
     rows = [
         ("cce search (default)", [cce, "knowledge", "search", q0, "--dir", str(root), "-k", "8"]),
-        ("cce search (reference)", [cce, "knowledge", "search", q0, "--dir", str(root), "-k", "8",
-                                    "--ranking", "reference"]),
+        (
+            "cce search (reference)",
+            [
+                cce,
+                "knowledge",
+                "search",
+                q0,
+                "--dir",
+                str(root),
+                "-k",
+                "8",
+                "--ranking",
+                "reference",
+            ],
+        ),
         ("bm25s load + query", [sys.executable, "-c", BM25S_COLD, str(bdir), q0]),
         ("python -c pass", [sys.executable, "-c", "pass"]),
     ]
@@ -162,8 +181,12 @@ def bench_corpus(feed: Path, root: Path | None, work: Path, queries: list[str], 
     for label, fn in (
         ("cce default", lambda q: s.search(q, 8, ranking="default")),
         ("cce reference", lambda q: s.search(q, 8, ranking="reference")),
-        ("bm25s", lambda q: retr.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False),
-                                          k=8, show_progress=False)),
+        (
+            "bm25s",
+            lambda q: retr.retrieve(
+                bm25s.tokenize([q], stopwords="en", show_progress=False), k=8, show_progress=False
+            ),
+        ),
     ):
         lat: list[float] = []
         reps = 3 if label != "cce reference" else 1
@@ -176,7 +199,9 @@ def bench_corpus(feed: Path, root: Path | None, work: Path, queries: list[str], 
 
     print("\nsizes:")
     print(f"  store file                {_mb(store_path(root, snap).stat().st_size):>12}")
-    print(f"  cce search index          {_mb(idx_file.stat().st_size):>12}  (built in {build_s:.1f} s)")
+    print(
+        f"  cce search index          {_mb(idx_file.stat().st_size):>12}  (built in {build_s:.1f} s)"
+    )
     print(f"  bm25s saved index         {_mb(_dir_size(bdir)):>12}")
 
     if suite is not None:
@@ -188,14 +213,23 @@ def bench_corpus(feed: Path, root: Path | None, work: Path, queries: list[str], 
         ids = json.loads((bdir / "ids.json").read_text())
 
         def bm(q: str) -> list[str]:
-            res, _ = retr.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False), k=10,
-                                   show_progress=False)
+            res, _ = retr.retrieve(
+                bm25s.tokenize([q], stopwords="en", show_progress=False), k=10, show_progress=False
+            )
             return [ids[int(i)] for i in res[0]]
 
         print(f"\nquality on {suite.name} ({len(cases)} questions): hit@5 / MRR@10")
         for label, fn in (
-            ("cce default", lambda q: [h.record_id for h in s.search(q, 10, ranking="default", min_score=0.0)]),
-            ("cce reference", lambda q: [h.record_id for h in s.search(q, 30, ranking="reference", min_score=0.0)]),
+            (
+                "cce default",
+                lambda q: [h.record_id for h in s.search(q, 10, ranking="default", min_score=0.0)],
+            ),
+            (
+                "cce reference",
+                lambda q: [
+                    h.record_id for h in s.search(q, 30, ranking="reference", min_score=0.0)
+                ],
+            ),
             ("bm25s", bm),
         ):
             h5, mrr, _ = evaluate(label, fn, cases, False)
@@ -203,13 +237,25 @@ def bench_corpus(feed: Path, root: Path | None, work: Path, queries: list[str], 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("corpora", nargs="+", type=Path)
-    ap.add_argument("--root", action="append", default=[], metavar="CORPUS=ROOT",
-                    help="reuse an indexed root for a corpus")
+    ap.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="CORPUS=ROOT",
+        help="reuse an indexed root for a corpus",
+    )
     ap.add_argument("--suite", type=Path, help="ask suite for latency queries and quality")
-    ap.add_argument("--quality-on", action="append", default=[], metavar="CORPUS",
-                    help="corpora to measure quality on (default: the first)")
+    ap.add_argument(
+        "--quality-on",
+        action="append",
+        default=[],
+        metavar="CORPUS",
+        help="corpora to measure quality on (default: the first)",
+    )
     ap.add_argument("--cold-runs", type=int, default=7)
     ap.add_argument("--work", type=Path, default=None)
     a = ap.parse_args()
@@ -218,15 +264,21 @@ def main() -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="cce-bench-"))
     queries = DEFAULT_QUERIES
     if a.suite:
-        queries = [json.loads(line)["query"] for line in a.suite.read_text().splitlines()
-                   if '"query"' in line]
+        queries = [
+            json.loads(line)["query"]
+            for line in a.suite.read_text().splitlines()
+            if '"query"' in line
+        ]
     quality = {str(p) for p in a.quality_on} or {str(a.corpora[0])}
-    print(f"cce bench_search — python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
-          f"load avg {os.getloadavg()[0]:.2f} (shared machine: figures include contention)")
+    print(
+        f"cce bench_search — python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+        f"load avg {os.getloadavg()[0]:.2f} (shared machine: figures include contention)"
+    )
     for feed in a.corpora:
         root = Path(roots[str(feed)]) if str(feed) in roots else None
-        bench_corpus(feed, root, work, queries, a.cold_runs,
-                     a.suite if str(feed) in quality else None)
+        bench_corpus(
+            feed, root, work, queries, a.cold_runs, a.suite if str(feed) in quality else None
+        )
     return 0
 
 

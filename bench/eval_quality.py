@@ -39,7 +39,10 @@ def _records(hits_record_ids: list[str], limit: int) -> list[str]:
 
 
 def evaluate(
-    name: str, rank: Callable[[str], list[str]], cases: list[tuple[str, str, list[str]]], misses: bool
+    name: str,
+    rank: Callable[[str], list[str]],
+    cases: list[tuple[str, str, list[str]]],
+    misses: bool,
 ) -> tuple[float, float, float]:
     hits = 0
     rr = 0.0
@@ -58,7 +61,9 @@ def evaluate(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("corpus")
     ap.add_argument("suite", nargs="+")
     ap.add_argument("--misses", action="store_true", help="list cases not ranked first")
@@ -85,14 +90,24 @@ def main() -> int:
     return 0
 
 
-def run_suite(a: argparse.Namespace, raw: bytes, store: object, cases: list[tuple[str, str, list[str]]]) -> None:
+def run_suite(
+    a: argparse.Namespace, raw: bytes, store: object, cases: list[tuple[str, str, list[str]]]
+) -> None:
     from cce_knowledge.retrieval.default import build_model, search_model
-
 
     rows: list[tuple[str, float, float, float]] = []
     model = build_model(store.chunks)  # type: ignore[attr-defined]
-    rows.append(("default (ours)", *evaluate(
-        "default", lambda q: [h.record_id for h in search_model(model, q, 10, 0.0)], cases, a.misses)))
+    rows.append(
+        (
+            "default (ours)",
+            *evaluate(
+                "default",
+                lambda q: [h.record_id for h in search_model(model, q, 10, 0.0)],
+                cases,
+                a.misses,
+            ),
+        )
+    )
 
     if not a.skip_reference:
         from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
@@ -100,9 +115,17 @@ def run_suite(a: argparse.Namespace, raw: bytes, store: object, cases: list[tupl
 
         fi = FastIndex(Path("mem"), build_bytes(store), lambda: store)  # type: ignore[arg-type,return-value]
         # k = 30 sections so ten distinct records are almost always present.
-        rows.append(("reference", *evaluate(
-            "reference", lambda q: [h.record_id for h in fi.search(q, 30, 0.0, ranking="reference")],
-            cases, a.misses)))
+        rows.append(
+            (
+                "reference",
+                *evaluate(
+                    "reference",
+                    lambda q: [h.record_id for h in fi.search(q, 30, 0.0, ranking="reference")],
+                    cases,
+                    a.misses,
+                ),
+            )
+        )
         _ = Searcher
 
     import bm25s
@@ -114,8 +137,9 @@ def run_suite(a: argparse.Namespace, raw: bytes, store: object, cases: list[tupl
     retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
 
     def bm(q: str) -> list[str]:
-        res, _scores = retriever.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False),
-                                          k=10, show_progress=False)
+        res, _scores = retriever.retrieve(
+            bm25s.tokenize([q], stopwords="en", show_progress=False), k=10, show_progress=False
+        )
         return [ids[int(i)] for i in res[0]]
 
     rows.append(("bm25s (whole records)", *evaluate("bm25s", bm, cases, a.misses)))

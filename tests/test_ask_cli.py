@@ -49,29 +49,52 @@ def test_default_ranking_proves_the_suite_too(capsys: pytest.CaptureFixture[str]
     assert rc == 0 and "proven   : 7/7" in out and "min_score: 0.050000" in out
 
 
-def test_dir_uses_the_installed_store_and_its_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dir_uses_the_installed_store_and_its_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     save(tmp_path, ingest_feed((ASK / "corpus.knowledge.jsonl").read_bytes(), 400))
     (tmp_path / ".cce" / "config").write_text("knowledge:\n  min_score: 0.25\n")
-    rc, out, _ = _run(capsys, "knowledge", "ask", str(SUITE), "--dir", str(tmp_path), "--json",
-                      "--ranking", "reference")
+    rc, out, _ = _run(
+        capsys,
+        "knowledge",
+        "ask",
+        str(SUITE),
+        "--dir",
+        str(tmp_path),
+        "--json",
+        "--ranking",
+        "reference",
+    )
     rep = json.loads(out)
-    assert rc == 0 and rep["corpus"] == f"{tmp_path}/.cce/knowledge" and rep["min_score"] == "0.250000"
+    assert (
+        rc == 0 and rep["corpus"] == f"{tmp_path}/.cce/knowledge" and rep["min_score"] == "0.250000"
+    )
     golden = json.loads((ASK / "ask.golden.json").read_text())
     assert rep["cases"] == golden["cases"]
 
 
-def test_regression_exits_1_after_printing_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_regression_exits_1_after_printing_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     shutil.copy(ASK / "corpus.knowledge.jsonl", tmp_path / "corpus.knowledge.jsonl")
     suite = tmp_path / "s.jsonl"
     suite.write_text(
         SUITE.read_text()
-        + json.dumps({"id": "a-very-long-case-identifier-that-is-clipped", "query": "login lockout",
-                      "expect": ["gh:acme/shop#999"]}) + "\n"
+        + json.dumps(
+            {
+                "id": "a-very-long-case-identifier-that-is-clipped",
+                "query": "login lockout",
+                "expect": ["gh:acme/shop#999"],
+            }
+        )
+        + "\n"
     )
     rc, out, err = _run(capsys, "knowledge", "ask", str(suite), "--ranking", "reference")
     assert rc == 1
     assert "proven   : 7/8" in out
-    assert "  a-very-long-case-identifier…0.000000" in out and out.rstrip().splitlines()[-2].endswith("  NO")
+    assert "  a-very-long-case-identifier…0.000000" in out and out.rstrip().splitlines()[
+        -2
+    ].endswith("  NO")
     assert err == "error: knowledge-ask regression: 7/8 queries proven from the corpus\n"
 
 
@@ -82,11 +105,19 @@ def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s.write_text('{"query":"x","expect":["a"]}\n')
     rc, _, err = _run(capsys, "knowledge", "ask", str(s))
     assert rc == 1 and "suite has no `corpus` header; pass --dir <root>" in err
-    s.write_text('{"schema":"cce.knowledge.ask/v1","corpus":"missing.jsonl"}\n{"query":"x","expect":["a"]}\n')
+    s.write_text(
+        '{"schema":"cce.knowledge.ask/v1","corpus":"missing.jsonl"}\n{"query":"x","expect":["a"]}\n'
+    )
     rc, _, err = _run(capsys, "knowledge", "ask", str(s))
-    assert rc == 1 and f"could not read corpus feed {tmp_path}/missing.jsonl: No such file or directory (os error 2)" in err
+    assert (
+        rc == 1
+        and f"could not read corpus feed {tmp_path}/missing.jsonl: No such file or directory (os error 2)"
+        in err
+    )
     rc, _, err = _run(capsys, "knowledge", "ask", str(s), "--dir", str(tmp_path / "empty"))
-    assert rc == 1 and err.startswith(f"error: could not load knowledge store under {tmp_path}/empty: ")
+    assert rc == 1 and err.startswith(
+        f"error: could not load knowledge store under {tmp_path}/empty: "
+    )
     s.write_text('{"query":"x","expect":[]}\n')
     rc, _, err = _run(capsys, "knowledge", "ask", str(s))
     assert rc == 1 and "line 1: case needs a non-empty `expect` array" in err

@@ -15,4 +15,6 @@ def test_cli_reference_matches_help() -> None:
     spec.loader.exec_module(mod)
     expected = mod.render()
     actual = (ROOT / "docs" / "cli-reference.md").read_text(encoding="utf-8")
-    assert actual == expected, "docs/cli-reference.md is stale: run python tools/gen_cli_reference.py"
+    assert actual == expected, (
+        "docs/cli-reference.md is stale: run python tools/gen_cli_reference.py"
+    )

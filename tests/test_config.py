@@ -121,7 +121,9 @@ def test_retention_grammar(value: str | None, expected: int | None) -> None:
     assert parse_retention(value) == expected
 
 
-def test_sync_config_inherits_global_remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sync_config_inherits_global_remote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.yml").write_text("sync:\n  remote: file:///global.git\n", encoding="utf-8")

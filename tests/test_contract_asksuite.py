@@ -58,7 +58,9 @@ def test_header_rules() -> None:
     two = '{"schema":"cce.knowledge.ask/v1"}\n{"schema":"cce.knowledge.ask/v1"}\n'
     assert _err(two) == "line 2: header must be the first line"
     # A line with `schema` AND `query` is a case; empty/non-string corpus is None.
-    s = parse_suite('{"schema":"cce.knowledge.ask/v1","corpus":""}\n{"schema":"x","query":"q","expect":["r"]}')
+    s = parse_suite(
+        '{"schema":"cce.knowledge.ask/v1","corpus":""}\n{"schema":"x","query":"q","expect":["r"]}'
+    )
     assert s.corpus is None and s.cases[0].query == "q"
 
 

@@ -29,7 +29,9 @@ def bad_feed(tmp_path: Path) -> Path:
     return p
 
 
-def test_validate_reports_every_bad_line(bad_feed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_reports_every_bad_line(
+    bad_feed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["knowledge", "validate", str(bad_feed)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines() == [
@@ -43,14 +45,23 @@ def test_validate_reports_every_bad_line(bad_feed: Path, capsys: pytest.CaptureF
 def test_validate_json_lists_problems(bad_feed: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["knowledge", "validate", "--format", "json", str(bad_feed)]) == 1
     got = json.loads(capsys.readouterr().out)
-    assert [(p["line"], p["column"], p["path"]) for p in got] == [(3, 22, "$"), (4, 2, "$"), (5, 57, "$.labels[0]")]
+    assert [(p["line"], p["column"], p["path"]) for p in got] == [
+        (3, 22, "$"),
+        (4, 2, "$"),
+        (5, 57, "$.labels[0]"),
+    ]
     assert set(got[0]) == {"file", "line", "column", "path", "message"}
     assert main(["knowledge", "validate", "--json", str(VEC / "knowledge" / "curated.jsonl")]) == 0
     assert json.loads(capsys.readouterr().out) == []
 
 
 def test_validate_clean_files_of_each_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    files = [VEC / "knowledge" / "curated.jsonl", VEC / "ask" / "ask.jsonl", EX / "failure_modes" / "truncated.manifest.json", EX / "failure_modes" / "empty.jsonl"]
+    files = [
+        VEC / "knowledge" / "curated.jsonl",
+        VEC / "ask" / "ask.jsonl",
+        EX / "failure_modes" / "truncated.manifest.json",
+        EX / "failure_modes" / "empty.jsonl",
+    ]
     assert main(["knowledge", "validate", *map(str, files)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
@@ -61,7 +72,9 @@ def test_validate_clean_files_of_each_kind(capsys: pytest.CaptureFixture[str]) -
     ]
 
 
-def test_validate_detects_a_manifest_by_content_and_honours_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_detects_a_manifest_by_content_and_honours_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     m = tmp_path / "m.json"
     m.write_text('{"schema":"cce.feed-manifest/v1","records":1,"sha256":"zz"}')
     assert main(["knowledge", "validate", str(m)]) == 1
@@ -78,7 +91,18 @@ def test_validate_detects_a_manifest_by_content_and_honours_kind(tmp_path: Path,
 
 def test_validate_with_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fm = EX / "failure_modes"
-    assert main(["knowledge", "validate", str(fm / "truncated.jsonl"), "--manifest", str(fm / "truncated.manifest.json")]) == 1
+    assert (
+        main(
+            [
+                "knowledge",
+                "validate",
+                str(fm / "truncated.jsonl"),
+                "--manifest",
+                str(fm / "truncated.manifest.json"),
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "manifest declares 2 record(s), feed has 1 — the feed is truncated or incomplete" in out
     feed = tmp_path / "f.jsonl"
@@ -94,9 +118,22 @@ def test_validate_with_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_validate_unreadable_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing.jsonl"
-    assert main(["knowledge", "validate", str(missing), str(EX / "failure_modes" / "invalid_utf8.jsonl"), str(tmp_path)]) == 1
+    assert (
+        main(
+            [
+                "knowledge",
+                "validate",
+                str(missing),
+                str(EX / "failure_modes" / "invalid_utf8.jsonl"),
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{missing}: $: could not read {missing}: No such file or directory (os error 2)"
+    assert (
+        out[0] == f"{missing}: $: could not read {missing}: No such file or directory (os error 2)"
+    )
     raw = (EX / "failure_modes" / "invalid_utf8.jsonl").read_bytes()
     off = raw.index(b"\xff")
     col = off - raw.index(b"\n") - 1 + 1  # 1-based byte column within line 2
@@ -117,11 +154,16 @@ def test_validate_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert e.value.code == 2
 
 
-def test_github_annotations(bad_feed: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_github_annotations(
+    bad_feed: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert main(["knowledge", "validate", str(bad_feed)]) == 1
     ann = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::error ")]
-    assert ann[2] == f"::error file={bad_feed},line=5,col=57::$.labels[0]: invalid type: integer `1`, expected a string"
+    assert (
+        ann[2]
+        == f"::error file={bad_feed},line=5,col=57::$.labels[0]: invalid type: integer `1`, expected a string"
+    )
     assert main(["knowledge", "validate", "--json", str(bad_feed)]) == 1
     out, err = capsys.readouterr()
     json.loads(out)  # stdout stays pure JSON
@@ -142,13 +184,20 @@ def test_manifest_to_stdout_and_out(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out == expected
     out = tmp_path / "sub" / "m.json"
     out.parent.mkdir()
-    assert main(["knowledge", "manifest", "curated.jsonl", "--dir", str(feed.parent), "--out", str(out)]) == 0
+    assert (
+        main(
+            ["knowledge", "manifest", "curated.jsonl", "--dir", str(feed.parent), "--out", str(out)]
+        )
+        == 0
+    )
     assert out.read_text() == expected
     assert capsys.readouterr().out == f"wrote {out}: 2 records, sha256 {feed_sha256(raw)}\n"
     assert [p.name for p in out.parent.iterdir()] == ["m.json"]  # no temp files left
 
 
-def test_manifest_refuses_a_malformed_feed_and_writes_nothing(bad_feed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_manifest_refuses_a_malformed_feed_and_writes_nothing(
+    bad_feed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "m.json"
     out.write_text("previous")
     assert main(["knowledge", "manifest", str(bad_feed), "--out", str(out)]) == 1
@@ -164,7 +213,10 @@ def _help(*cmd: str) -> str:
     env = dict(os.environ, COLUMNS="80")
     return subprocess.run(
         [sys.executable, "-m", "cce_knowledge", *cmd, "--help"],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     ).stdout
 
 
@@ -174,7 +226,9 @@ def test_docs_quote_the_help_verbatim(cmd: str) -> None:
     assert _help("knowledge", cmd).rstrip() in doc
 
 
-def test_validate_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_reads_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import io
 
     class _Stdin:

@@ -26,7 +26,11 @@ from cce_knowledge.contract.ndjson import (
 from cce_knowledge.contract.schemas import validator
 
 EX = Path(__file__).parent / "contract_examples"
-CONTRACT = {"record": "cce.knowledge/v1", "manifest": "cce.feed-manifest/v1", "ask": "cce.knowledge.ask/v1"}
+CONTRACT = {
+    "record": "cce.knowledge/v1",
+    "manifest": "cce.feed-manifest/v1",
+    "ask": "cce.knowledge.ask/v1",
+}
 
 
 def _lines(kind: str, name: str) -> list[str]:
@@ -79,8 +83,12 @@ def schema_accepts(kind: str, line: str) -> bool:
     return bool(validator(CONTRACT[kind]).is_valid(_strict_json(line)))
 
 
-ALL = [(k, n) for k in CONTRACT for n in ("valid", "invalid", "not_json", "schema_blind")
-       if (EX / k / f"{n}.jsonl").exists()]
+ALL = [
+    (k, n)
+    for k in CONTRACT
+    for n in ("valid", "invalid", "not_json", "schema_blind")
+    if (EX / k / f"{n}.jsonl").exists()
+]
 
 
 @pytest.mark.parametrize("kind", list(CONTRACT))

@@ -34,7 +34,9 @@ def _verify_err(m: FeedManifest, raw: bytes, n: int) -> str:
 
 
 def test_feed_sha256_anchor() -> None:
-    assert feed_sha256(b"hello") == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    assert (
+        feed_sha256(b"hello") == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    )
 
 
 def test_foreign_manifest_maps_on() -> None:

@@ -46,7 +46,10 @@ def test_missing_required_field_names_line_2() -> None:
 
 
 def test_not_json_is_expected_ident_at_column_2() -> None:
-    assert _err("not json") == "line 1: invalid cce.knowledge/v1 record: expected ident at line 1 column 2"
+    assert (
+        _err("not json")
+        == "line 1: invalid cce.knowledge/v1 record: expected ident at line 1 column 2"
+    )
 
 
 def test_required_and_optional_fields() -> None:
@@ -56,8 +59,13 @@ def test_required_and_optional_fields() -> None:
     )
     [r] = parse_feed(line)
     assert r == KnowledgeRecord(
-        id="gh:o/r#1", title="T", body="b", source="github-issues", url="https://x/1",
-        state="open", labels=["bug", "p1"],
+        id="gh:o/r#1",
+        title="T",
+        body="b",
+        source="github-issues",
+        url="https://x/1",
+        state="open",
+        labels=["bug", "p1"],
     )
     assert r.group is None and r.links == []
 
@@ -111,7 +119,9 @@ def test_known_field_limits() -> None:
 
 
 def test_extra_null_is_none_and_labels_null_is_an_error() -> None:
-    assert parse_feed('{"id":"a","title":"t","body":"b","source":"s","extra":null}')[0].extra is None
+    assert (
+        parse_feed('{"id":"a","title":"t","body":"b","source":"s","extra":null}')[0].extra is None
+    )
     assert "invalid type: null, expected a sequence" in _err(
         '{"id":"a","title":"t","body":"b","source":"s","links":null}'
     )
@@ -119,7 +129,14 @@ def test_extra_null_is_none_and_labels_null_is_an_error() -> None:
 
 def test_array_form() -> None:
     [r] = parse_feed('["a","t","b","s",null,"open",null,null,["x"],"g",["l"],{"k":1}]')
-    assert (r.id, r.state, r.labels, r.group, r.links, r.extra) == ("a", "open", ["x"], "g", ["l"], {"k": 1})
+    assert (r.id, r.state, r.labels, r.group, r.links, r.extra) == (
+        "a",
+        "open",
+        ["x"],
+        "g",
+        ["l"],
+        {"k": 1},
+    )
     assert "invalid length 2, expected struct KnowledgeRecord with 12 elements" in _err('["a","t"]')
     too_many = '["a","t","b","s",null,null,null,null,[],null,[],null,"extra"]'
     assert "trailing characters" in _err(too_many)
@@ -146,7 +163,9 @@ def test_line_errors_report_the_json_path() -> None:
     [(_, r)] = list(iter_feed('{"id":"a","title":"t","body":"b","source":"s","labels":["x",2]}'))
     assert isinstance(r, FeedLineError)
     assert (r.line, r.path) == (1, "$.labels[1]")
-    [(_, r)] = list(iter_feed('{"id":"a","title":"t","body":"b","source":"s","extra":{"a b":[1,NaN]}}'))
+    [(_, r)] = list(
+        iter_feed('{"id":"a","title":"t","body":"b","source":"s","extra":{"a b":[1,NaN]}}')
+    )
     assert isinstance(r, FeedLineError)
     assert r.path == '$.extra["a b"][1]'
 
@@ -163,7 +182,9 @@ def test_iter_feed_reports_every_bad_line() -> None:
 def test_fixture_bom() -> None:
     _, text = read_feed(FM / "bom.jsonl")
     assert text.startswith("\ufeff")  # read unchanged
-    assert _err(text) == "line 1: invalid cce.knowledge/v1 record: expected value at line 1 column 1"
+    assert (
+        _err(text) == "line 1: invalid cce.knowledge/v1 record: expected value at line 1 column 1"
+    )
 
 
 def test_fixture_crlf() -> None:
@@ -200,12 +221,16 @@ def test_fixture_duplicate_keys() -> None:
 
 def test_fixture_null_labels() -> None:
     _, text = read_feed(FM / "null_labels.jsonl")
-    assert _err(text).startswith("line 2: invalid cce.knowledge/v1 record: invalid type: null, expected a sequence")
+    assert _err(text).startswith(
+        "line 2: invalid cce.knowledge/v1 record: invalid type: null, expected a sequence"
+    )
 
 
 def test_fixture_nan() -> None:
     _, text = read_feed(FM / "nan.jsonl")
-    assert _err(text).startswith("line 1: invalid cce.knowledge/v1 record: expected value at line 1 column ")
+    assert _err(text).startswith(
+        "line 1: invalid cce.knowledge/v1 record: expected value at line 1 column "
+    )
 
 
 def test_fixture_deep_nesting() -> None:
@@ -236,12 +261,39 @@ def test_huge_line(tmp_path: Path) -> None:
 # -- properties ---------------------------------------------------------------------
 
 
-_ODD = st.sampled_from([
-    "null", "true", "false", "0", "-0", "01", "1.", "1e999", "-1e999", "1e-999", "2.5",
-    "18446744073709551616", "-9223372036854775809", "NaN", "Infinity", '"\\udc00"',
-    '"\\ud800"', '"\\ud83d\\ude00"', '"\\u00e9"', '"\\q"', '"a\tb"', "[]", "{}", "[1,]",
-    '{"a":1,}', '"x"', '""', "[" * 130 + "]" * 130, '{"k":' * 128 + "1" + "}" * 128,
-])
+_ODD = st.sampled_from(
+    [
+        "null",
+        "true",
+        "false",
+        "0",
+        "-0",
+        "01",
+        "1.",
+        "1e999",
+        "-1e999",
+        "1e-999",
+        "2.5",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "NaN",
+        "Infinity",
+        '"\\udc00"',
+        '"\\ud800"',
+        '"\\ud83d\\ude00"',
+        '"\\u00e9"',
+        '"\\q"',
+        '"a\tb"',
+        "[]",
+        "{}",
+        "[1,]",
+        '{"a":1,}',
+        '"x"',
+        '""',
+        "[" * 130 + "]" * 130,
+        '{"k":' * 128 + "1" + "}" * 128,
+    ]
+)
 
 
 def _leaf() -> st.SearchStrategy[str]:
@@ -281,7 +333,9 @@ def record_lines(draw: st.DrawFn) -> str:
     pairs: list[tuple[str, str]] = []
     for k in ("id", "title", "body", "source"):
         if draw(st.integers(0, 19)):
-            pairs.append((k, json.dumps(draw(st.text(max_size=6)), ensure_ascii=draw(st.booleans()))))
+            pairs.append(
+                (k, json.dumps(draw(st.text(max_size=6)), ensure_ascii=draw(st.booleans())))
+            )
     for k in _OPT_STR_FIELDS:
         if draw(st.booleans()):
             pairs.append((k, draw(st.one_of(st.just("null"), st.text(max_size=4).map(json.dumps)))))
@@ -299,10 +353,17 @@ def record_lines(draw: st.DrawFn) -> str:
     sep = draw(st.sampled_from([",", ", ", " ,\t"]))
     line = "{" + sep.join(f'"{k}":{v}' for k, v in pairs) + "}"
     if draw(st.integers(0, 7)) == 0:  # the positional array form
-        items = draw(st.lists(
-            st.one_of(st.text(max_size=3).map(json.dumps), st.sampled_from(["null", "[]", '["a"]']), _JSONISH),
-            min_size=2, max_size=13,
-        ))
+        items = draw(
+            st.lists(
+                st.one_of(
+                    st.text(max_size=3).map(json.dumps),
+                    st.sampled_from(["null", "[]", '["a"]']),
+                    _JSONISH,
+                ),
+                min_size=2,
+                max_size=13,
+            )
+        )
         line = "[" + sep.join(items) + "]"
     if draw(st.integers(0, 9)) == 0:
         cut = draw(st.integers(0, len(line)))
@@ -322,11 +383,9 @@ def _same(a: KnowledgeRecord, b: KnowledgeRecord) -> bool:
             return [norm(x) for x in v]
         return {k: norm(x) for k, x in v.items()}
 
-    return (
-        [getattr(a, f) for f in KnowledgeRecord.__slots__ if f != "extra"]
-        == [getattr(b, f) for f in KnowledgeRecord.__slots__ if f != "extra"]
-        and norm(a.extra) == norm(b.extra)
-    )
+    return [getattr(a, f) for f in KnowledgeRecord.__slots__ if f != "extra"] == [
+        getattr(b, f) for f in KnowledgeRecord.__slots__ if f != "extra"
+    ] and norm(a.extra) == norm(b.extra)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -364,9 +423,14 @@ def test_reading_any_bytes_raises_only_contract_errors(tmp_path_factory: Any, da
 
 
 _VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 

@@ -62,12 +62,31 @@ def test_ask_report_schema_accepts_the_golden_report() -> None:
 
 def test_store_schema_accepts_a_store_shape() -> None:
     chunk = {
-        "chunk_id": "5fb9ad2eca3c1ee6", "record_id": "gh:acme/app#12", "kind": "T", "name": "T",
-        "start_line": 1, "end_line": 3, "token_count": 12, "content": "# T", "source": "s",
-        "url": None, "state": "closed", "state_reason": None, "updated_at": None, "group": None,
-        "labels": ["a"], "title": "T", "links": [], "embedding": [0.0, -0.2],
+        "chunk_id": "5fb9ad2eca3c1ee6",
+        "record_id": "gh:acme/app#12",
+        "kind": "T",
+        "name": "T",
+        "start_line": 1,
+        "end_line": 3,
+        "token_count": 12,
+        "content": "# T",
+        "source": "s",
+        "url": None,
+        "state": "closed",
+        "state_reason": None,
+        "updated_at": None,
+        "group": None,
+        "labels": ["a"],
+        "title": "T",
+        "links": [],
+        "embedding": [0.0, -0.2],
     }
-    store = {"schema": "cce.knowledge/v1", "snapshot": "598e1b3891572bbb", "records": 1, "chunks": [chunk]}
+    store = {
+        "schema": "cce.knowledge/v1",
+        "snapshot": "598e1b3891572bbb",
+        "records": 1,
+        "chunks": [chunk],
+    }
     v = validator("cce.knowledge.store/v1")
     assert v.is_valid(store)
     chunk["labels"] = None
@@ -96,16 +115,24 @@ def test_check_jsonschema_validates_a_feed_split_per_record(tmp_path: Path) -> N
     # check-jsonschema loads JSON strictly (orjson): it refuses 1e999 and a lone
     # surrogate even under an unknown key, which the contract skips unread. These
     # two valid records are the documented loader gap (docs/schemas.md).
-    loader_gap = [p for p in good if '"x":1e999' in p.read_text() or '"x":"\\udc00"' in p.read_text()]
+    loader_gap = [
+        p for p in good if '"x":1e999' in p.read_text() or '"x":"\\udc00"' in p.read_text()
+    ]
     assert len(loader_gap) == 2
     rest = [p for p in good if p not in loader_gap]
-    r = subprocess.run([exe, "--schemafile", str(schema), *map(str, rest)], capture_output=True, text=True)
+    r = subprocess.run(
+        [exe, "--schemafile", str(schema), *map(str, rest)], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run([exe, "--schemafile", str(schema), *map(str, loader_gap)], capture_output=True, text=True)
+    r = subprocess.run(
+        [exe, "--schemafile", str(schema), *map(str, loader_gap)], capture_output=True, text=True
+    )
     assert r.returncode == 1 and "Failed to parse" in r.stdout + r.stderr
     bad = split(EX / "record" / "invalid.jsonl", tmp_path / "bad")
     r = subprocess.run(
-        [exe, "--schemafile", str(schema), "-o", "json", *map(str, bad)], capture_output=True, text=True
+        [exe, "--schemafile", str(schema), "-o", "json", *map(str, bad)],
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 1
     failed = {e["filename"] for e in json.loads(r.stdout)["errors"]}
@@ -117,7 +144,9 @@ def test_schemas_ship_in_the_wheel(tmp_path: Path) -> None:
     pytest.importorskip("hatchling")
     subprocess.run(
         [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
-        cwd=ROOT, check=True, capture_output=True,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     )
     [whl] = tmp_path.glob("*.whl")
     with zipfile.ZipFile(whl) as z:
@@ -131,13 +160,18 @@ def test_schemas_ship_in_the_wheel(tmp_path: Path) -> None:
         "print(schema_dir()); load_schema('cce.knowledge/v1')"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
     )
     assert r.stdout.strip() == str(tmp_path / "site" / "cce_knowledge" / "schemas")
 
 
-def test_store_schema_accepts_the_store_index_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_schema_accepts_the_store_index_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from cce_knowledge.cli.main import main
 
     feed = ROOT / "tests" / "vectors" / "knowledge" / "curated.jsonl"
@@ -160,15 +194,21 @@ def test_written_sync_documents_match_their_schemas() -> None:
 
     m = CckManifest(
         checksum="84284a0ad6981d3c40c4dffd6dbb67d7e000cf6e64ff6e75b321d439ee9f452d",
-        chunk_count=2, contract="cce.knowledge/v1", corpus_id="fixture",
-        data_as_of="2026-02-01T10:00:00Z", records=2, snapshot="598e1b3891572bbb",
+        chunk_count=2,
+        contract="cce.knowledge/v1",
+        corpus_id="fixture",
+        data_as_of="2026-02-01T10:00:00Z",
+        records=2,
+        snapshot="598e1b3891572bbb",
     )
     meta = json.loads(corpus_meta(m, "fixture", utc_now()))
     assert validator("cce.knowledgemeta/v1").is_valid(meta)
     assert not validator("cce.knowledgemeta/v1").is_valid(dict(meta, pushed_at="2026-02-01 10:00"))
 
-    for marker in (SyncMarker("fixture", "598e1b3891572bbb", m.checksum),
-                   SyncMarker("fixture", "598e1b3891572bbb", m.checksum, "ab" * 32)):
+    for marker in (
+        SyncMarker("fixture", "598e1b3891572bbb", m.checksum),
+        SyncMarker("fixture", "598e1b3891572bbb", m.checksum, "ab" * 32),
+    ):
         assert validator("cce.knowledge.synced/v1").is_valid(json.loads(marker.to_bytes()))
 
     listing = Listing(

@@ -15,15 +15,32 @@ from cce_knowledge.contract.validate import detect_kind, validate_file
 from cce_knowledge.errors import ContractError
 
 OK = '{"id":"a","title":"t","body":"b","source":"s"}'
-_FEED_LINES = st.sampled_from([
-    OK, "", "  ", "x", "{}", '{"id":"a","title":"t","body":"b","source":"s","labels":null}',
-    '["a","t","b","s"]', '{"id":"a","id":"a","title":"t","body":"b","source":"s"}', "\x1c",
-    OK + "\r", '{"id":"\\udc00","title":"t","body":"b","source":"s"}',
-])
-_SUITE_LINES = st.sampled_from([
-    '{"schema":"cce.knowledge.ask/v1","corpus":"c.jsonl"}', '{"query":"q","expect":["r"]}',
-    '{"query":"q","expect":["r"],"k":0}', '{"expect":["r"]}', "", "nope", '{"schema":"x"}',
-])
+_FEED_LINES = st.sampled_from(
+    [
+        OK,
+        "",
+        "  ",
+        "x",
+        "{}",
+        '{"id":"a","title":"t","body":"b","source":"s","labels":null}',
+        '["a","t","b","s"]',
+        '{"id":"a","id":"a","title":"t","body":"b","source":"s"}',
+        "\x1c",
+        OK + "\r",
+        '{"id":"\\udc00","title":"t","body":"b","source":"s"}',
+    ]
+)
+_SUITE_LINES = st.sampled_from(
+    [
+        '{"schema":"cce.knowledge.ask/v1","corpus":"c.jsonl"}',
+        '{"query":"q","expect":["r"]}',
+        '{"query":"q","expect":["r"],"k":0}',
+        '{"expect":["r"]}',
+        "",
+        "nope",
+        '{"schema":"x"}',
+    ]
+)
 
 
 def _write(tmp: Path, name: str, lines: list[str]) -> Path:
@@ -34,7 +51,9 @@ def _write(tmp: Path, name: str, lines: list[str]) -> Path:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_FEED_LINES, max_size=8))
-def test_feed_problems_are_exactly_the_lines_the_parser_rejects(tmp_path_factory: Any, lines: list[str]) -> None:
+def test_feed_problems_are_exactly_the_lines_the_parser_rejects(
+    tmp_path_factory: Any, lines: list[str]
+) -> None:
     p = _write(tmp_path_factory.mktemp("v"), "f.jsonl", lines)
     [report] = validate_file(p, kind="feed")
     bad = {pr.line for pr in report.problems if pr.line is not None}
@@ -58,7 +77,9 @@ def test_feed_problems_are_exactly_the_lines_the_parser_rejects(tmp_path_factory
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_SUITE_LINES, max_size=6))
-def test_suite_is_clean_exactly_when_parse_suite_accepts(tmp_path_factory: Any, lines: list[str]) -> None:
+def test_suite_is_clean_exactly_when_parse_suite_accepts(
+    tmp_path_factory: Any, lines: list[str]
+) -> None:
     p = _write(tmp_path_factory.mktemp("v"), "s.ask.jsonl", lines)
     [report] = validate_file(p, kind="suite")
     try:
@@ -73,8 +94,14 @@ def test_suite_is_clean_exactly_when_parse_suite_accepts(tmp_path_factory: Any, 
 
 def test_detect_kind(tmp_path: Path) -> None:
     assert detect_kind("x.manifest.json", "") == "manifest"
-    assert detect_kind("m.json", json.dumps({"schema": "cce.feed-manifest/v1", "records": 1})) == "manifest"
-    assert detect_kind("m.json", '{\n "schema": "cce.feed-manifest/v1",\n "records": 1}\n') == "manifest"
+    assert (
+        detect_kind("m.json", json.dumps({"schema": "cce.feed-manifest/v1", "records": 1}))
+        == "manifest"
+    )
+    assert (
+        detect_kind("m.json", '{\n "schema": "cce.feed-manifest/v1",\n "records": 1}\n')
+        == "manifest"
+    )
     assert detect_kind("s.jsonl", '\n{"schema":"cce.knowledge.ask/v1"}\n{"query":"q"}') == "suite"
     assert detect_kind("f.jsonl", OK) == "feed"
     assert detect_kind("f.jsonl", "garbage") == "feed"

@@ -25,7 +25,11 @@ def help_for(cmd: str) -> str:
 def test_help_blocks_match(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
     blocks = BLOCK.findall(DOC.read_text(encoding="utf-8"))
-    assert {c for c, _ in blocks} == {"cce knowledge extract", "cce knowledge extract github",
-                                      "cce knowledge extract docs", "cce knowledge extract okf"}
+    assert {c for c, _ in blocks} == {
+        "cce knowledge extract",
+        "cce knowledge extract github",
+        "cce knowledge extract docs",
+        "cce knowledge extract okf",
+    }
     for cmd, text in blocks:
         assert text == help_for(cmd), f"{DOC.name}: help for `{cmd}` is stale"

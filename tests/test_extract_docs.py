@@ -25,7 +25,9 @@ def commit(repo: git.Repo, msg: str, when: str) -> str:
     d = dt.datetime.fromisoformat(when)
     off = d.utcoffset() or dt.timedelta(0)
     mins = int(off.total_seconds()) // 60
-    when = f"{int(d.timestamp())} {'+' if mins >= 0 else '-'}{abs(mins) // 60:02d}{abs(mins) % 60:02d}"
+    when = (
+        f"{int(d.timestamp())} {'+' if mins >= 0 else '-'}{abs(mins) // 60:02d}{abs(mins) % 60:02d}"
+    )
     repo.git.add(A=True)
     c = repo.index.commit(msg, author=WHO, committer=WHO, author_date=when, commit_date=when)
     return c.hexsha
@@ -58,8 +60,12 @@ def docs_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     root = tmp_path / "repo"
     root.mkdir()
     repo = git.Repo.init(root)
-    write(root, "README.md", "---\ntitle: Checkout policy\ntags: [policy, auth]\n"
-          "group: Payments\n---\n# Checkout policy\n\nRetries are capped.\n")
+    write(
+        root,
+        "README.md",
+        "---\ntitle: Checkout policy\ntags: [policy, auth]\n"
+        "group: Payments\n---\n# Checkout policy\n\nRetries are capped.\n",
+    )
     write(root, "guide/intro.md", "\n# Intro guide\n\nWelcome.\n\n## Setup\n\nDo it.\n")
     write(root, "guide/setext.markdown", "Setext title\n============\n\nBody.\n")
     write(root, "notes/plain.md", "Just text, no heading.\n")
@@ -86,11 +92,20 @@ def test_one_record_per_markdown_file(docs_repo: tuple[Path, dict[str, str]]) ->
     root, shas = docs_repo
     recs = extract_docs(DocsOptions(root=str(root)))
     assert [r.id for r in recs] == [
-        "docs:README.md", "docs:guide/intro.md", "docs:guide/setext.markdown",
-        "docs:notes/crlf.md", "docs:notes/late-heading.md", "docs:notes/plain.md"]
+        "docs:README.md",
+        "docs:guide/intro.md",
+        "docs:guide/setext.markdown",
+        "docs:notes/crlf.md",
+        "docs:notes/late-heading.md",
+        "docs:notes/plain.md",
+    ]
     r = {x.id: x for x in recs}
     readme = r["docs:README.md"]
-    assert (readme.title, readme.labels, readme.group) == ("Checkout policy", ["policy", "auth"], "Payments")
+    assert (readme.title, readme.labels, readme.group) == (
+        "Checkout policy",
+        ["policy", "auth"],
+        "Payments",
+    )
     assert readme.body == "Retries are capped.\n"  # frontmatter and repeated H1 removed
     intro = r["docs:guide/intro.md"]
     assert intro.title == "Intro guide" and intro.body.startswith("Welcome back.")
@@ -111,28 +126,51 @@ def test_one_record_per_markdown_file(docs_repo: tuple[Path, dict[str, str]]) ->
     assert shas["second"] != shas["first"]
 
 
-def test_url_points_at_the_last_commit_on_a_known_host(docs_repo: tuple[Path, dict[str, str]]) -> None:
+def test_url_points_at_the_last_commit_on_a_known_host(
+    docs_repo: tuple[Path, dict[str, str]],
+) -> None:
     root, shas = docs_repo
     repo = git.Repo(root)
     repo.create_remote("origin", "git@github.com:acme/handbook.git")
     repo.close()
     r = {x.id: x for x in extract_docs(DocsOptions(root=str(root / "guide"), id_prefix="hb:"))}
     assert set(r) == {"hb:intro.md", "hb:setext.markdown"}
-    assert r["hb:intro.md"].url == f"https://github.com/acme/handbook/blob/{shas['second']}/guide/intro.md"
+    assert (
+        r["hb:intro.md"].url
+        == f"https://github.com/acme/handbook/blob/{shas['second']}/guide/intro.md"
+    )
     assert r["hb:setext.markdown"].url == (
-        f"https://github.com/acme/handbook/blob/{shas['first']}/guide/setext.markdown")
+        f"https://github.com/acme/handbook/blob/{shas['first']}/guide/setext.markdown"
+    )
 
 
-def test_clone_at_ref_and_determinism(docs_repo: tuple[Path, dict[str, str]], tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_clone_at_ref_and_determinism(
+    docs_repo: tuple[Path, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root, shas = docs_repo
     url = root.resolve().as_uri()
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    assert main(["knowledge", "extract", "docs", "--repo", url, "--ref", "v1", "--out", str(a)]) == 0
+    assert (
+        main(["knowledge", "extract", "docs", "--repo", url, "--ref", "v1", "--out", str(a)]) == 0
+    )
     assert main(["knowledge", "extract", "docs", "--root", str(root), "--out", str(b), "-q"]) == 0
     assert a.read_bytes() == b.read_bytes()  # a clone and the work tree agree byte for byte
-    assert main(["knowledge", "extract", "docs", "--repo", url, "--ref", shas["first"],
-                 "--url-base", "https://git.example/docs/raw"]) == 0
+    assert (
+        main(
+            [
+                "knowledge",
+                "extract",
+                "docs",
+                "--repo",
+                url,
+                "--ref",
+                shas["first"],
+                "--url-base",
+                "https://git.example/docs/raw",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.encode()
     old = by_id(out)["docs:guide/intro.md"]
     assert old.body.startswith("Welcome.")  # type: ignore[attr-defined]
@@ -149,18 +187,36 @@ def test_glob_exclude_and_symlinks(docs_repo: tuple[Path, dict[str, str]], tmp_p
     os.symlink(root / "README.md", root / "notes" / "alias.md")
     os.symlink(tmp_path, root / "loop")
     warnings: list[str] = []
-    recs = extract_docs(DocsOptions(root=str(root), globs=["notes/**/*.md", "*.md"],
-                                    exclude=["notes/late-*"]), warn=warnings.append)
+    recs = extract_docs(
+        DocsOptions(root=str(root), globs=["notes/**/*.md", "*.md"], exclude=["notes/late-*"]),
+        warn=warnings.append,
+    )
     ids = [r.id for r in recs]
-    assert ids == ["docs:README.md", "docs:notes/alias.md", "docs:notes/crlf.md",
-                   "docs:notes/plain.md"]
+    assert ids == [
+        "docs:README.md",
+        "docs:notes/alias.md",
+        "docs:notes/crlf.md",
+        "docs:notes/plain.md",
+    ]
     assert any("escape.md" in w and "outside" in w for w in warnings)
 
 
 def test_bad_input_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, "a.md", "---\ntitle: ok\ntags: [unclosed\n---\nbody\n")
-    assert main(["knowledge", "extract", "docs", "--root", str(tmp_path), "--out",
-                 str(tmp_path / "out.jsonl")]) == 1
+    assert (
+        main(
+            [
+                "knowledge",
+                "extract",
+                "docs",
+                "--root",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "out.jsonl"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert f"{tmp_path}/a.md: line " in err and "invalid YAML frontmatter" in err
     assert not (tmp_path / "out.jsonl").exists()
@@ -172,12 +228,27 @@ def test_bad_input_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFix
         extract_docs(DocsOptions(root=str(tmp_path)))
 
 
-def test_feed_validates_and_indexes(docs_repo: tuple[Path, dict[str, str]], tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_feed_validates_and_indexes(
+    docs_repo: tuple[Path, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root, _ = docs_repo
     feed, man = tmp_path / "docs.jsonl", tmp_path / "docs.manifest.json"
-    assert main(["knowledge", "extract", "docs", "--root", str(root), "--out", str(feed),
-                 "--manifest", str(man)]) == 0
+    assert (
+        main(
+            [
+                "knowledge",
+                "extract",
+                "docs",
+                "--root",
+                str(root),
+                "--out",
+                str(feed),
+                "--manifest",
+                str(man),
+            ]
+        )
+        == 0
+    )
     data = feed.read_bytes()
     schema_valid(data)
     assert data == feed_bytes(parse_feed(data.decode()))  # canonical: re-encoding is identical
@@ -188,16 +259,19 @@ def test_feed_validates_and_indexes(docs_repo: tuple[Path, dict[str, str]], tmp_
     assert "records   : 6" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("remote", "want"), [
-    ("https://github.com/acme/docs.git", "https://github.com/acme/docs"),
-    ("https://x-access-token:SECRET@github.com/acme/docs", "https://github.com/acme/docs"),
-    ("git@github.com:acme/docs.git", "https://github.com/acme/docs"),
-    ("ssh://git@gitlab.com/group/sub/docs.git", "https://gitlab.com/group/sub/docs"),
-    ("file:///srv/git/docs.git", None),
-    ("/srv/git/docs.git", None),
-    ("../docs", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("remote", "want"),
+    [
+        ("https://github.com/acme/docs.git", "https://github.com/acme/docs"),
+        ("https://x-access-token:SECRET@github.com/acme/docs", "https://github.com/acme/docs"),
+        ("git@github.com:acme/docs.git", "https://github.com/acme/docs"),
+        ("ssh://git@gitlab.com/group/sub/docs.git", "https://gitlab.com/group/sub/docs"),
+        ("file:///srv/git/docs.git", None),
+        ("/srv/git/docs.git", None),
+        ("../docs", None),
+        (None, None),
+    ],
+)
 def test_web_url(remote: str | None, want: str | None) -> None:
     assert web_url(remote) == want
 

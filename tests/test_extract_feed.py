@@ -21,13 +21,38 @@ text = st.text(st.characters(codec="utf-8"), max_size=40)
 opt = st.none() | text
 records = st.builds(
     KnowledgeRecord,
-    id=text, title=text, body=text, source=text, url=opt, state=opt, state_reason=opt,
-    updated_at=opt, labels=st.lists(text, max_size=3), group=opt, links=st.lists(text, max_size=3),
+    id=text,
+    title=text,
+    body=text,
+    source=text,
+    url=opt,
+    state=opt,
+    state_reason=opt,
+    updated_at=opt,
+    labels=st.lists(text, max_size=3),
+    group=opt,
+    links=st.lists(text, max_size=3),
 )
-SCHEMA = jsonschema.Draft202012Validator(json.loads(
-    (Path(__file__).resolve().parents[1] / "schemas" / "cce.knowledge.v1.schema.json").read_text()))
-ORDER = ["id", "title", "body", "source", "url", "state", "state_reason", "updated_at",
-         "labels", "group", "links"]
+SCHEMA = jsonschema.Draft202012Validator(
+    json.loads(
+        (
+            Path(__file__).resolve().parents[1] / "schemas" / "cce.knowledge.v1.schema.json"
+        ).read_text()
+    )
+)
+ORDER = [
+    "id",
+    "title",
+    "body",
+    "source",
+    "url",
+    "state",
+    "state_reason",
+    "updated_at",
+    "labels",
+    "group",
+    "links",
+]
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,7 +96,9 @@ def test_newline_normalisation(s: str) -> None:
 
 
 safe_key = st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True)
-safe_val = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20) | st.integers()
+safe_val = (
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20) | st.integers()
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -87,10 +114,14 @@ def test_frontmatter_split_recovers_meta_and_body(meta: dict[str, object], body:
         assert plain.meta is None and plain.body == body
 
 
-@given(st.lists(st.sampled_from(["", "text", "# decoy", "## decoy", "Decoy", "===", "    # code"]),
-                max_size=8),
-       st.sampled_from(["```", "~~~", "````"]),
-       st.text(st.characters(min_codepoint=0x61, max_codepoint=0x7A), min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.sampled_from(["", "text", "# decoy", "## decoy", "Decoy", "===", "    # code"]),
+        max_size=8,
+    ),
+    st.sampled_from(["```", "~~~", "````"]),
+    st.text(st.characters(min_codepoint=0x61, max_codepoint=0x7A), min_size=1, max_size=10),
+)
 def test_first_heading_ignores_fenced_lines(inside: list[str], fence: str, title: str) -> None:
     body = "\n".join([fence, "# decoy", *inside, fence, "", f"## {title}", "x"])
     head = first_heading(body)

@@ -20,8 +20,9 @@ REPO = "acme/widgets"
 TOKEN = "ghp_TestToken0123456789abcdefABCDEF012345"
 
 
-def run_cli(monkeypatch: pytest.MonkeyPatch, gh: FakeGitHub, *args: str,
-            token: str | None = TOKEN) -> int:
+def run_cli(
+    monkeypatch: pytest.MonkeyPatch, gh: FakeGitHub, *args: str, token: str | None = TOKEN
+) -> int:
     monkeypatch.setenv("GITHUB_API_URL", gh.url)
     if token is None:
         monkeypatch.delenv("GITHUB_TOKEN", raising=False)
@@ -30,16 +31,36 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, gh: FakeGitHub, *args: str,
     return main(["knowledge", "extract", "github", "--repo", REPO, *args])
 
 
-def extract(gh: FakeGitHub, tmp: Path, name: str = "feed.jsonl", *, sleeps: list[float] | None = None,
-            checkpoint: str | None = None, since: str | None = None, max_wait: float = 60,
-            retries: int = 2, **opts: object) -> tuple[bytes, object, GitHubClient]:
+def extract(
+    gh: FakeGitHub,
+    tmp: Path,
+    name: str = "feed.jsonl",
+    *,
+    sleeps: list[float] | None = None,
+    checkpoint: str | None = None,
+    since: str | None = None,
+    max_wait: float = 60,
+    retries: int = 2,
+    **opts: object,
+) -> tuple[bytes, object, GitHubClient]:
     out = tmp / name
     slept = sleeps if sleeps is not None else []
-    client = GitHubClient(gh.url, TOKEN, repo=REPO, max_wait=max_wait, retries=retries,
-                          backoff=0.01, sleep=slept.append)
+    client = GitHubClient(
+        gh.url,
+        TOKEN,
+        repo=REPO,
+        max_wait=max_wait,
+        retries=retries,
+        backoff=0.01,
+        sleep=slept.append,
+    )
     with client:
-        stats = run_github(Fetcher(client, GitHubOptions(repo=REPO, **opts)),  # type: ignore[arg-type]
-                           out=str(out), checkpoint=checkpoint, since=since)
+        stats = run_github(
+            Fetcher(client, GitHubOptions(repo=REPO, **opts)),  # type: ignore[arg-type]
+            out=str(out),
+            checkpoint=checkpoint,
+            since=since,
+        )
     return out.read_bytes(), stats, client
 
 
@@ -79,8 +100,11 @@ def test_mapping_follows_the_tracker(tracker: Tracker, tmp_path: Path) -> None:
         assert r.updated_at == it.updated_at
         assert r.labels == it.labels and r.group == it.milestone
         assert r.url == f"https://github.com/{REPO}/{'pull' if it.is_pr else 'issues'}/{n}"
-        want_links = [] if it.is_pr else sorted(
-            {f"https://github.com/{REPO}/pull/{p}" for p in it.linked_prs})
+        want_links = (
+            []
+            if it.is_pr
+            else sorted({f"https://github.com/{REPO}/pull/{p}" for p in it.linked_prs})
+        )
         assert r.links == want_links  # cross-references from plain issues are not links
         assert "\r" not in r.body
         base = (it.body or "").replace("\r\n", "\n")
@@ -114,7 +138,9 @@ def test_keep_not_planned_state_filter_and_scrub(tracker: Tracker, tmp_path: Pat
     assert all("rule" not in r.title or "[SCRUBBED]" in r.title for r in parse_feed(text))
 
 
-def test_incremental_run_fetches_less_and_matches_a_full_run(tracker: Tracker, tmp_path: Path) -> None:
+def test_incremental_run_fetches_less_and_matches_a_full_run(
+    tracker: Tracker, tmp_path: Path
+) -> None:
     ck = str(tmp_path / "ck.json")
     with FakeGitHub(tracker) as gh:
         extract(gh, tmp_path, "inc.jsonl", checkpoint=ck)
@@ -122,12 +148,18 @@ def test_incremental_run_fetches_less_and_matches_a_full_run(tracker: Tracker, t
         # Edits after the first run: a retitle, a not_planned close, a new cross-ref,
         # and a brand-new issue.
         tracker.touch(3, title="Retitled three")
-        victim = next(n for n, it in tracker.items.items()
-                      if not it.is_pr and it.state_reason != "not_planned")
+        victim = next(
+            n
+            for n, it in tracker.items.items()
+            if not it.is_pr and it.state_reason != "not_planned"
+        )
         tracker.touch(victim, state="closed", state_reason="not_planned")
         pr = next(n for n, it in tracker.items.items() if it.is_pr)
-        issue = next(n for n, it in tracker.items.items()
-                     if not it.is_pr and it.state_reason != "not_planned" and n != victim)
+        issue = next(
+            n
+            for n, it in tracker.items.items()
+            if not it.is_pr and it.state_reason != "not_planned" and n != victim
+        )
         tracker.touch(issue, linked_prs=[pr])
         tracker.add(Item(number=999, title="New decision", body="## Why\n\nNew."))
         tracker.touch(999)
@@ -216,7 +248,9 @@ def test_rate_limit_wait_is_bounded(tracker: Tracker, tmp_path: Path) -> None:
 
 
 def test_bad_token_is_a_clear_error_that_never_echoes_it(
-    tracker: Tracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tracker: Tracker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "feed.jsonl"
@@ -231,8 +265,9 @@ def test_bad_token_is_a_clear_error_that_never_echoes_it(
     assert out.read_bytes() == b"previous\n" and not (tmp_path / "m.json").exists()
 
 
-def test_unknown_repo_is_404_naming_it(tracker: Tracker, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_repo_is_404_naming_it(
+    tracker: Tracker, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeGitHub(tracker) as gh:
         monkeypatch.setenv("GITHUB_API_URL", gh.url)
         rc = main(["knowledge", "extract", "github", "--repo", "acme/nope"])
@@ -241,15 +276,21 @@ def test_unknown_repo_is_404_naming_it(tracker: Tracker, monkeypatch: pytest.Mon
 
 
 def test_cli_writes_feed_and_manifest_that_index(
-    tracker: Tracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tracker: Tracker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import hashlib
 
     out, man = tmp_path / "feed.jsonl", tmp_path / "feed.manifest.json"
     with FakeGitHub(tracker) as gh:
-        assert run_cli(monkeypatch, gh, "--out", str(out), "--manifest", str(man),
-                       "--include-comments") == 0
+        assert (
+            run_cli(
+                monkeypatch, gh, "--out", str(out), "--manifest", str(man), "--include-comments"
+            )
+            == 0
+        )
     err = capsys.readouterr().err
     assert TOKEN not in err and "records" in err
     m = json.loads(man.read_text())
@@ -266,26 +307,49 @@ def test_usage_errors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     assert main(["knowledge", "extract", "github", "--repo", "not-a-repo"]) == 2
     assert main(["knowledge", "extract", "github", "--repo", REPO, "--scrub", "("]) == 2
     assert main(["knowledge", "extract", "github", "--repo", REPO, "--since", "2024-01-01"]) == 2
-    assert main(["knowledge", "extract", "github", "--repo", REPO, "--since", "yesterday",
-                 "--out", "x.jsonl"]) == 2
+    assert (
+        main(
+            [
+                "knowledge",
+                "extract",
+                "github",
+                "--repo",
+                REPO,
+                "--since",
+                "yesterday",
+                "--out",
+                "x.jsonl",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "OWNER/NAME" in err and "regular expression" in err and "--out" in err
     assert "ISO-8601" in err
 
 
 def test_link_header_and_timeline_parsing() -> None:
-    h = ('<https://api.github.com/repositories/1/issues?page=1>; rel="prev", '
-         '<https://api.github.com/repositories/1/issues?page=3>; rel="next", '
-         '<https://api.github.com/repositories/1/issues?page=9>; rel="last"')
+    h = (
+        '<https://api.github.com/repositories/1/issues?page=1>; rel="prev", '
+        '<https://api.github.com/repositories/1/issues?page=3>; rel="next", '
+        '<https://api.github.com/repositories/1/issues?page=9>; rel="last"'
+    )
     assert next_link(h) == "https://api.github.com/repositories/1/issues?page=3"
     assert next_link('<https://x/issues?page=1>; rel="first"') is None
     assert next_link(None) is None
     events = [
         {"event": "labeled"},
-        {"event": "cross-referenced", "source": {"type": "issue", "issue": {
-            "html_url": "https://github.com/a/b/pull/4", "pull_request": {}}}},
-        {"event": "cross-referenced", "source": {"type": "issue", "issue": {
-            "html_url": "https://github.com/a/b/issues/5"}}},
+        {
+            "event": "cross-referenced",
+            "source": {
+                "type": "issue",
+                "issue": {"html_url": "https://github.com/a/b/pull/4", "pull_request": {}},
+            },
+        },
+        {
+            "event": "cross-referenced",
+            "source": {"type": "issue", "issue": {"html_url": "https://github.com/a/b/issues/5"}},
+        },
         {"event": "cross-referenced", "source": None},
     ]
     assert linked_pulls(events) == ["https://github.com/a/b/pull/4"]
@@ -314,14 +378,28 @@ def test_long_timeline_is_paginated(tmp_path: Path) -> None:
     assert rec.links == sorted(f"https://github.com/{REPO}/pull/{n}" for n in range(2, 153))
 
 
-def test_token_env_names_the_variable(tracker: Tracker, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_env_names_the_variable(
+    tracker: Tracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SOURCE_TOKEN", "src-token-123")
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     with FakeGitHub(tracker, token="src-token-123") as gh:
         monkeypatch.setenv("GITHUB_API_URL", gh.url)
-        rc = main(["knowledge", "extract", "github", "--repo", REPO, "--token-env", "SOURCE_TOKEN",
-                   "--out", str(tmp_path / "f.jsonl"), "-q", "--no-timeline"])
+        rc = main(
+            [
+                "knowledge",
+                "extract",
+                "github",
+                "--repo",
+                REPO,
+                "--token-env",
+                "SOURCE_TOKEN",
+                "--out",
+                str(tmp_path / "f.jsonl"),
+                "-q",
+                "--no-timeline",
+            ]
+        )
         assert set(gh.auth_headers) == {"Bearer src-token-123"}
         assert gh.count("/timeline") == 0
     assert rc == 0 and (tmp_path / "f.jsonl").stat().st_size > 0

@@ -50,16 +50,22 @@ Why checkout retries are capped at three.
 def kb(tmp_path: Path) -> Path:
     base = tmp_path / "kb" / "bases" / "project"
     write(base, "wiki/concepts/retry-budget.md", CONCEPT)
-    write(base, "wiki/decisions/adr-7.md",
-          "---\ntype: decision\nupdated: 2025-01-09\n---\n\n# ADR 7: no card storage\n\nBecause PCI.\n")
+    write(
+        base,
+        "wiki/decisions/adr-7.md",
+        "---\ntype: decision\nupdated: 2025-01-09\n---\n\n# ADR 7: no card storage\n\nBecause PCI.\n",
+    )
     write(base, "wiki/no-type.md", "---\ntitle: Missing type\n---\nText.\n")
     write(base, "wiki/plain.md", "# No frontmatter\n\nText.\n")
     write(base, "wiki/unclosed.md", "---\ntype: concept\n")
     write(base, "wiki/Upper.MD", "---\ntype: concept\n---\nNot lowercase .md.\n")
     write(base, "wiki/notes.txt", "---\ntype: concept\n---\n")
     write(base, "sources/raw.md", "---\ntype: concept\n---\nRaw source, never searchable.\n")
-    write(base, ".a3s/compilation-output/job-1/wiki/staged.md",
-          "---\ntype: concept\n---\nStaged output, never searchable.\n")
+    write(
+        base,
+        ".a3s/compilation-output/job-1/wiki/staged.md",
+        "---\ntype: concept\n---\nStaged output, never searchable.\n",
+    )
     write(tmp_path, "elsewhere.md", "---\ntype: concept\n---\nLinked in.\n")
     os.symlink(tmp_path / "elsewhere.md", base / "wiki" / "linked.md")
     return base
@@ -73,8 +79,12 @@ def test_only_promoted_typed_wiki_documents(kb: Path) -> None:
     assert (c.title, c.group, c.labels) == ("Retry budget", "concept", ["payments", "reliability"])
     assert c.updated_at == "2025-02-03T04:05:06Z" and c.url == "https://wiki.example/retry-budget"
     assert c.body == "Why checkout retries are capped at three.\n" and c.source == "okf"
-    assert (d.title, d.group, d.updated_at, d.url) == ("ADR 7: no card storage", "decision",
-                                                     "2025-01-09", None)
+    assert (d.title, d.group, d.updated_at, d.url) == (
+        "ADR 7: no card storage",
+        "decision",
+        "2025-01-09",
+        None,
+    )
     text = "\n".join(warnings)
     for name in ("no-type.md", "plain.md", "unclosed.md", "linked.md"):
         assert name in text
@@ -82,8 +92,9 @@ def test_only_promoted_typed_wiki_documents(kb: Path) -> None:
     assert "raw.md" not in text and "staged.md" not in text
 
 
-def test_cli_stdout_warnings_and_index(kb: Path, tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_stdout_warnings_and_index(
+    kb: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["knowledge", "extract", "okf", "--root", str(kb), "--id-prefix", "kb:"]) == 0
     cap = capsys.readouterr()
     schema_valid(cap.out.encode())

@@ -27,9 +27,9 @@ def test_pretty_layout_matches_serde() -> None:
 
 def test_string_escapes_are_serde_escapes() -> None:
     # é, TAB, U+0001, '/', DEL, '"', '\\', U+2028, x  (conformance-sync.md §10.2)
-    s = "é\t\x01/\x7f\"\\\u2028x"
+    s = 'é\t\x01/\x7f"\\\u2028x'
     assert json_str(s).encode("utf-8") == (
-        b'"' + "é".encode() + b"\\t\\u0001/\x7f\\\"\\\\" + "\u2028".encode() + b'x"'
+        b'"' + "é".encode() + b'\\t\\u0001/\x7f\\"\\\\' + "\u2028".encode() + b'x"'
     )
 
 
@@ -41,8 +41,9 @@ def test_float_text_uses_zmij_layout() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=20,
 )
 

@@ -377,8 +377,35 @@ def test_pass1_matches_plain_table_application(s: str) -> None:
 @given(
     st.lists(
         st.sampled_from(
-            ["pa", "ss", "SS", "\u017f", "word", "WD", "sec", "ret", "_", "-", "key", "\u212a", "ey",
-             "api", "AP", "I", "\u0130", "acc", "ess", "auth", "tok", "en", "priv", "ate", "=", ":", " "]
+            [
+                "pa",
+                "ss",
+                "SS",
+                "\u017f",
+                "word",
+                "WD",
+                "sec",
+                "ret",
+                "_",
+                "-",
+                "key",
+                "\u212a",
+                "ey",
+                "api",
+                "AP",
+                "I",
+                "\u0130",
+                "acc",
+                "ess",
+                "auth",
+                "tok",
+                "en",
+                "priv",
+                "ate",
+                "=",
+                ":",
+                " ",
+            ]
         ),
         max_size=14,
     ).map("".join)

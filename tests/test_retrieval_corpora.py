@@ -13,20 +13,52 @@ from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
 # A small vocabulary so documents and queries overlap; identifiers, digits, a
 # non-ASCII word and words that are substrings of others exercise every rule.
 WORDS = [
-    "login", "logins", "locked", "lock", "account", "getUserName", "user_name", "aws_eks_cluster",
-    "retry", "retries", "backoff", "Jitter", "pool", "db", "a", "the", "is", "café", "x1",
-    "session", "redis", "migration", "spec", "function", "main.rs", "policy", "Policy",
+    "login",
+    "logins",
+    "locked",
+    "lock",
+    "account",
+    "getUserName",
+    "user_name",
+    "aws_eks_cluster",
+    "retry",
+    "retries",
+    "backoff",
+    "Jitter",
+    "pool",
+    "db",
+    "a",
+    "the",
+    "is",
+    "café",
+    "x1",
+    "session",
+    "redis",
+    "migration",
+    "spec",
+    "function",
+    "main.rs",
+    "policy",
+    "Policy",
 ]
 RECORD_IDS = ["gh:o/r#1", "gh:o/r#2", "tests/t#3", "plan-4", "docs/x#5", "r6", "r7"]
 DATES = [None, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", "2026-1-9", ""]
 REASONS = [None, None, None, "completed", "not_planned", "wontfix", "Not_Planned"]
-LINKS = [[], [], ["https://x.test/o/r/pull/9"], ["https://x.test/MERGE_REQUESTS/1"], ["https://x.test/issues/2"]]
+LINKS = [
+    [],
+    [],
+    ["https://x.test/o/r/pull/9"],
+    ["https://x.test/MERGE_REQUESTS/1"],
+    ["https://x.test/issues/2"],
+]
 
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
 
 
 @st.composite
-def chunk_specs(draw: st.DrawFn) -> tuple[str, str, str, str | None, str | None, list[str], list[str]]:
+def chunk_specs(
+    draw: st.DrawFn,
+) -> tuple[str, str, str, str | None, str | None, list[str], list[str]]:
     rid = draw(st.sampled_from(RECORD_IDS))
     content = draw(text)
     title = draw(text)
@@ -41,7 +73,9 @@ def chunk_specs(draw: st.DrawFn) -> tuple[str, str, str, str | None, str | None,
     )
 
 
-def make_store(specs: list[tuple[str, str, str, str | None, str | None, list[str], list[str]]]) -> KnowledgeStore:
+def make_store(
+    specs: list[tuple[str, str, str, str | None, str | None, list[str], list[str]]],
+) -> KnowledgeStore:
     """Chunks grouped by record (as ingest emits them) with unique chunk ids."""
     chunks: list[KnowledgeChunk] = []
     by_rec: dict[str, list[int]] = {}
@@ -79,6 +113,8 @@ def make_store(specs: list[tuple[str, str, str, str | None, str | None, list[str
 stores = st.lists(chunk_specs(), min_size=0, max_size=24).map(make_store)
 queries = st.one_of(
     text,
-    st.lists(st.sampled_from([*WORDS, "where is", "find", "defined", "?", "!!!", "lib.rs", "  "]),
-             max_size=6).map(" ".join),
+    st.lists(
+        st.sampled_from([*WORDS, "where is", "find", "defined", "?", "!!!", "lib.rs", "  "]),
+        max_size=6,
+    ).map(" ".join),
 )

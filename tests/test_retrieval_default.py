@@ -30,13 +30,22 @@ def _rec(i: str, title: str, body: str, **kw: object) -> dict:  # type: ignore[t
 def test_identifiers_keep_the_whole_token_and_add_sub_words() -> None:
     assert analyze("getUserName") == ["getusername", "user", "name"]  # "get" is a stopword
     assert analyze("aws_eks_cluster") == ["aws_eks_cluster", "aws", "eks", "cluster"]
-    assert query_terms("getUserName getUserName") == ["getusername", "user", "name", "getusername getusername"]
+    assert query_terms("getUserName getUserName") == [
+        "getusername",
+        "user",
+        "name",
+        "getusername getusername",
+    ]
     assert "http" in analyze("HTTPServer") and "server" in analyze("HTTPServer")
 
 
 def test_light_stemming_joins_inflections() -> None:
-    for group in (("lock", "locks", "locked", "locking"), ("retry", "retries"),
-                  ("allocation", "allocations"), ("lifetime", "lifetimes")):
+    for group in (
+        ("lock", "locks", "locked", "locking"),
+        ("retry", "retries"),
+        ("allocation", "allocations"),
+        ("lifetime", "lifetimes"),
+    ):
         assert len({stem(w) for w in group}) == 1, group
     assert stem("number") == "number" and stem("string") == "string"
 
@@ -59,10 +68,12 @@ def test_analysis_is_deterministic_and_ascii(s: str) -> None:
 
 
 def test_identifier_query_finds_snake_case_record() -> None:
-    stx = ingest_feed(_feed(
-        _rec("a", "Cluster sizing", "We size the aws_eks_cluster by peak load."),
-        _rec("b", "Unrelated", "Nothing to see here about clusters of grapes."),
-    ))
+    stx = ingest_feed(
+        _feed(
+            _rec("a", "Cluster sizing", "We size the aws_eks_cluster by peak load."),
+            _rec("b", "Unrelated", "Nothing to see here about clusters of grapes."),
+        )
+    )
     hits = search_knowledge(stx, "eks cluster sizing", 5, 0.0)
     assert hits[0].record_id == "a"
     hits = search_knowledge(stx, "getUserName", 5, 0.0)
@@ -81,17 +92,25 @@ def test_record_level_aggregation_beats_a_single_repetitive_section() -> None:
 
 
 def test_scores_are_fractions_and_floor_applies() -> None:
-    stx = ingest_feed(_feed(_rec("a", "Refund windows", "refunds are allowed for 30 days"),
-                            _rec("b", "Shipping", "parcels ship in two days")))
+    stx = ingest_feed(
+        _feed(
+            _rec("a", "Refund windows", "refunds are allowed for 30 days"),
+            _rec("b", "Shipping", "parcels ship in two days"),
+        )
+    )
     hits = search_knowledge(stx, "refund window for parcels", 5, 0.0)
     assert hits and all(0.0 < h.score < 1.0 for h in hits)
     top = hits[0].score
-    assert [h.record_id for h in search_knowledge(stx, "refund window for parcels", 5, top)] == ["a"]
+    assert [h.record_id for h in search_knowledge(stx, "refund window for parcels", 5, top)] == [
+        "a"
+    ]
 
 
 def test_one_hit_per_record() -> None:
     body = "\n\n".join(f"## Part {i}\n\nrefund rules part {i}" for i in range(6))
-    stx = ingest_feed(_feed(_rec("big", "Refund rules", body), _rec("small", "Refund", "refund")), 8)
+    stx = ingest_feed(
+        _feed(_rec("big", "Refund rules", body), _rec("small", "Refund", "refund")), 8
+    )
     hits = search_knowledge(stx, "refund rules", 10, 0.0)
     assert sorted(h.record_id for h in hits) == ["big", "small"]
 
@@ -104,9 +123,13 @@ def _fast(store):  # type: ignore[no-untyped-def]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(store=stores, query=queries, top_k=st.integers(1, 12), floor=st.sampled_from([0.0, 0.05, 0.3]))
+@given(
+    store=stores, query=queries, top_k=st.integers(1, 12), floor=st.sampled_from([0.0, 0.05, 0.3])
+)
 def test_fast_default_is_bit_identical(store, query, top_k, floor) -> None:  # type: ignore[no-untyped-def]
-    assert _fast(store).search(query, top_k, floor) == default_search(store.chunks, query, top_k, floor)
+    assert _fast(store).search(query, top_k, floor) == default_search(
+        store.chunks, query, top_k, floor
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -132,7 +155,9 @@ def test_default_is_a_pure_function_of_store_and_query(store, query) -> None:  #
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(store=stores, query=queries, top_k=st.integers(1, 12), floor=st.sampled_from([0.0, 0.05, 0.3]))
+@given(
+    store=stores, query=queries, top_k=st.integers(1, 12), floor=st.sampled_from([0.0, 0.05, 0.3])
+)
 def test_numpy_path_for_long_postings_is_bit_identical(store, query, top_k, floor) -> None:  # type: ignore[no-untyped-def]
     import cce_knowledge.retrieval.fastindex as fx
 
@@ -148,7 +173,11 @@ def test_numpy_path_for_long_postings_is_bit_identical(store, query, top_k, floo
 def test_parallel_build_gives_the_same_bytes() -> None:
     """The reference sections built in a forked child: byte-identical index."""
     recs = [
-        _rec(f"r{i}", f"Title {i} lock file", f"# H\n\nbody {i} getUserName retries\n\n## Two\n\nmore {i % 7}")
+        _rec(
+            f"r{i}",
+            f"Title {i} lock file",
+            f"# H\n\nbody {i} getUserName retries\n\n## Two\n\nmore {i % 7}",
+        )
         for i in range(40)
     ]
     store = ingest_feed(_feed(*recs), 400)

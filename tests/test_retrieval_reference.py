@@ -70,7 +70,9 @@ def test_code_lookup_intent(query: str, expected: bool) -> None:
 
 def test_provenance_lines_are_pinned() -> None:
     assert (
-        provenance_line("Password hashing policy", "closed", "2026-02-01T10:00:00Z", "https://example.test/1")
+        provenance_line(
+            "Password hashing policy", "closed", "2026-02-01T10:00:00Z", "https://example.test/1"
+        )
         == "[knowledge] Password hashing policy — closed · 2026-02-01T10:00:00Z · https://example.test/1"
     )
     assert provenance_line("Epic", None, "", "https://x/2") == "[knowledge] Epic — https://x/2"
@@ -94,7 +96,10 @@ def test_hit_header_right_aligns_rank() -> None:
 
 def test_ask_login_lockout_top5_matches_spec(ask_store) -> None:  # type: ignore[no-untyped-def]
     hits = search_knowledge(
-        ask_store, "how many failed login attempts before an account is locked", 5, 0.30,
+        ask_store,
+        "how many failed login attempts before an account is locked",
+        5,
+        0.30,
         ranking="reference",
     )
     got = [(h.record_id, format6(h.score)) for h in hits]
@@ -133,37 +138,53 @@ def test_recency_breaks_ties_newest_first() -> None:
     assert [h.chunk_id for h in finish_hits(ranked, 10)] == ["b", "d", "a", "c", "e"]
     assert [h.rank for h in finish_hits(ranked, 2)] == [1, 2]
     # In the default ranking identical twins tie exactly; the newer one leads.
-    st = ingest_feed(_feed(
-        _rec("a", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-01-01"),
-        _rec("b", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-03-01"),
-    ))
+    st = ingest_feed(
+        _feed(
+            _rec("a", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-01-01"),
+            _rec("b", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-03-01"),
+        )
+    )
     hits = search_knowledge(st, "refund windows", 5, 0.0, ranking="default")
     assert [h.record_id for h in hits] == ["b", "a"]
 
 
 def test_pr_link_boost_beats_a_newer_twin() -> None:
-    st = ingest_feed(_feed(
-        _rec("a", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-01-01",
-             links=["https://github.com/o/r/pull/7"]),
-        _rec("b", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-03-01"),
-    ))
+    st = ingest_feed(
+        _feed(
+            _rec(
+                "a",
+                "Refund windows",
+                "refunds are allowed for 30 days",
+                updated_at="2026-01-01",
+                links=["https://github.com/o/r/pull/7"],
+            ),
+            _rec("b", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-03-01"),
+        )
+    )
     hits = search_knowledge(st, "refund windows", 5, 0.3, ranking="reference")
     assert [h.record_id for h in hits] == ["a", "b"]
-    plain = ingest_feed(_feed(
-        _rec("a", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-01-01"),
-        _rec("b", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-03-01"),
-    ))
-    pre = {h.record_id: h.score for h in search_knowledge(plain, "refund windows", 5, 0.3, ranking="reference")}
+    plain = ingest_feed(
+        _feed(
+            _rec("a", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-01-01"),
+            _rec("b", "Refund windows", "refunds are allowed for 30 days", updated_at="2026-03-01"),
+        )
+    )
+    pre = {
+        h.record_id: h.score
+        for h in search_knowledge(plain, "refund windows", 5, 0.3, ranking="reference")
+    }
     assert hits[0].score == pre["a"] * 1.10
     assert hits[1].score == pre["b"]
 
 
 def test_not_planned_never_surfaces_but_near_spellings_do() -> None:
-    st = ingest_feed(_feed(
-        _rec("drop1", "Refund windows", "refunds", state_reason="not_planned"),
-        _rec("drop2", "Refund windows", "refunds", state_reason="wontfix"),
-        _rec("keep", "Refund windows", "refunds", state_reason="Not_Planned"),
-    ))
+    st = ingest_feed(
+        _feed(
+            _rec("drop1", "Refund windows", "refunds", state_reason="not_planned"),
+            _rec("drop2", "Refund windows", "refunds", state_reason="wontfix"),
+            _rec("keep", "Refund windows", "refunds", state_reason="Not_Planned"),
+        )
+    )
     for ranking in ("reference", "default"):
         hits = search_knowledge(st, "refund windows", 5, 0.0, ranking=ranking)
         assert [h.record_id for h in hits] == ["keep"]
@@ -212,8 +233,12 @@ def test_fast_reference_matches_on_the_ask_corpus(ask_store) -> None:  # type: i
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(store=stores, query=queries, top_k=__import__("hypothesis").strategies.integers(1, 12),
-       floor=__import__("hypothesis").strategies.sampled_from([0.0, 0.3, 0.6]))
+@given(
+    store=stores,
+    query=queries,
+    top_k=__import__("hypothesis").strategies.integers(1, 12),
+    floor=__import__("hypothesis").strategies.sampled_from([0.0, 0.3, 0.6]),
+)
 def test_fast_reference_is_bit_identical(store, query, top_k, floor) -> None:  # type: ignore[no-untyped-def]
     expected = reference_search(store.chunks, query, top_k, floor)
     assert _fast(store).search(query, top_k, floor, ranking="reference") == expected

@@ -32,9 +32,21 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return rc, out, err
 
 
-def test_human_output_has_provenance_and_citation(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = _run(capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "3",
-                        "--ranking", "reference")
+def test_human_output_has_provenance_and_citation(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = _run(
+        capsys,
+        "knowledge",
+        "search",
+        QUERY,
+        "--dir",
+        str(root),
+        "-k",
+        "3",
+        "--ranking",
+        "reference",
+    )
     assert rc == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == (
@@ -50,8 +62,20 @@ def test_json_output_fields(root: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 0
     hits = json.loads(out)
     assert hits[0]["record_id"] == "gh:acme/shop#101"
-    assert set(hits[0]) == {"rank", "record_id", "chunk_id", "score", "title", "breadcrumb", "kind",
-                            "lines", "url", "state", "updated_at", "content"}
+    assert set(hits[0]) == {
+        "rank",
+        "record_id",
+        "chunk_id",
+        "score",
+        "title",
+        "breadcrumb",
+        "kind",
+        "lines",
+        "url",
+        "state",
+        "updated_at",
+        "content",
+    }
     assert hits[0]["lines"] == [1, 3] and hits[0]["rank"] == 1
     # Same answer as the straightforward in-memory ranking.
     from cce_knowledge.store import load_current
@@ -68,7 +92,10 @@ def test_no_store_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_usage_errors_exit_2(root: Path) -> None:
-    for argv in (["knowledge", "search", "x", "-k", "0"], ["knowledge", "search", "x", "--ranking", "bm25"]):
+    for argv in (
+        ["knowledge", "search", "x", "-k", "0"],
+        ["knowledge", "search", "x", "--ranking", "bm25"],
+    ):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2
@@ -78,8 +105,9 @@ def test_ranking_from_config(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     (root / ".cce" / "config").write_text("knowledge:\n  ranking: reference\n")
     _, out, _ = _run(capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1")
     assert "[0.946886]" in out
-    _, out, _ = _run(capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1",
-                     "--ranking", "default")
+    _, out, _ = _run(
+        capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1", "--ranking", "default"
+    )
     assert "[0.946886]" not in out
     # A bad value is ignored (the default ranking), never an error.
     (root / ".cce" / "config").write_text("knowledge:\n  ranking: fancy\n")
@@ -107,15 +135,26 @@ def test_index_is_built_lazily_kept_fresh_and_rebuilt(root: Path) -> None:
     assert search_index_status(root) == "fresh"
 
     # A new snapshot makes the old index stale, and the long-lived searcher reloads.
-    feed = ASK_CORPUS.read_bytes() + json.dumps(
-        {"id": "gh:acme/shop#999", "title": "Account lockout counter", "body": "failed login attempts lock",
-         "source": "t"}).encode() + b"\n"
+    feed = (
+        ASK_CORPUS.read_bytes()
+        + json.dumps(
+            {
+                "id": "gh:acme/shop#999",
+                "title": "Account lockout counter",
+                "body": "failed login attempts lock",
+                "source": "t",
+            }
+        ).encode()
+        + b"\n"
+    )
     save(root, ingest_feed(feed, 400))
     assert search_index_status(root) in ("stale", "missing")
     again = s.search("account lockout counter", 3)
     assert again[0].record_id == "gh:acme/shop#999"
     assert search_index_status(root) == "fresh"
-    assert [p.name for p in search_dir(root).glob("*.idx")] == [index_path(root, s.store.snapshot).name]  # type: ignore[union-attr]
+    assert [p.name for p in search_dir(root).glob("*.idx")] == [
+        index_path(root, s.store.snapshot).name
+    ]  # type: ignore[union-attr]
 
 
 def test_store_states(tmp_path: Path) -> None:
@@ -145,5 +184,7 @@ def test_cold_search_imports_stay_lean(root: Path) -> None:
         "print('HEAVY', heavy)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     assert "HEAVY []" in out.stdout, out.stdout

@@ -20,7 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
 REUSABLE = ROOT / ".github" / "workflows" / "cce-knowledge-build.yml"
 CALLERS = sorted((ROOT / "workflows").glob("*.yml"))
-ALL_WORKFLOWS = [*sorted((ROOT / ".github" / "workflows").glob("*.yml")), *CALLERS, *sorted((ROOT / "tests" / "act" / "workflows").glob("*.yml"))]
+ALL_WORKFLOWS = [
+    *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
+    *CALLERS,
+    *sorted((ROOT / "tests" / "act" / "workflows").glob("*.yml")),
+]
 EXPECTED_INPUTS = {
     "feed",
     "manifest",

@@ -179,9 +179,7 @@ def run_ask(
             return search_knowledge(store, query, k, floor, ranking=rk)
 
     floor = float(min_score)
-    results = [
-        score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor)) for c in suite.cases
-    ]
+    results = [score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor)) for c in suite.cases]
     return AskReport(
         corpus=label,
         min_score=floor,

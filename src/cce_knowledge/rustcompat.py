@@ -12,9 +12,8 @@ import unicodedata
 
 #: Unicode White_Space, as Rust's `char::is_whitespace` / `str::trim` / regex `\s`.
 #: Unlike `str.isspace`, U+001C..U+001F are NOT whitespace.
-RUST_WS_CHARS = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
-    + "".join(map(chr, range(0x2000, 0x200B)))
+RUST_WS_CHARS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    map(chr, range(0x2000, 0x200B))
 )
 RUST_WS = frozenset(RUST_WS_CHARS)
 

@@ -189,7 +189,9 @@ def chunk_json(c: KnowledgeChunk, embedding_text: str | None = None) -> str:
     )
 
 
-def store_bytes_from_parts(schema: str, snapshot: str, records: int, chunk_texts: list[str]) -> bytes:
+def store_bytes_from_parts(
+    schema: str, snapshot: str, records: int, chunk_texts: list[str]
+) -> bytes:
     """Assemble store bytes from pre-rendered chunk texts (lets ingest render in parallel)."""
     head = (
         "{\n"

@@ -72,8 +72,9 @@ def _stamp(epoch: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def make_tracker(n: int, *, seed: int = 7, owner: str = "acme", name: str = "widgets",
-                 comments: bool = True) -> Tracker:
+def make_tracker(
+    n: int, *, seed: int = 7, owner: str = "acme", name: str = "widgets", comments: bool = True
+) -> Tracker:
     """A deterministic tracker: ~20% PRs, labels, milestones, cross-references,
     some `not_planned`, some null bodies, CRLF bodies and non-ASCII text."""
     rng = random.Random(seed)
@@ -96,8 +97,10 @@ def make_tracker(n: int, *, seed: int = 7, owner: str = "acme", name: str = "wid
         elif r < 0.1:
             body = f"Windows line endings\r\n\r\n## Why\r\nBecause of rule {n_}.\r\n"
         else:
-            body = (f"## Context\n\nItem {n_} — naïve café policy for checkout retries.\n\n"
-                    f"## Decision\n\nRetry at most {rng.randrange(1, 9)} times.\n")
+            body = (
+                f"## Context\n\nItem {n_} — naïve café policy for checkout retries.\n\n"
+                f"## Decision\n\nRetry at most {rng.randrange(1, 9)} times.\n"
+            )
         it = Item(
             number=n_,
             title=f"{'Fix' if is_pr else 'Decide'} checkout rule {n_}",
@@ -113,8 +116,10 @@ def make_tracker(n: int, *, seed: int = 7, owner: str = "acme", name: str = "wid
             merged=is_pr and state == "closed",
         )
         if comments and rng.random() < 0.3:
-            it.comments = [(rng.choice(["alice", "bob"]), _stamp(created + 60 * k),
-                            f"Comment {k} on {n_}.") for k in range(1, rng.randrange(2, 4))]
+            it.comments = [
+                (rng.choice(["alice", "bob"]), _stamp(created + 60 * k), f"Comment {k} on {n_}.")
+                for k in range(1, rng.randrange(2, 4))
+            ]
         t.add(it)
     numbers = sorted(t.items)
     prs = [k for k in numbers if t.items[k].is_pr]
@@ -130,11 +135,18 @@ def make_tracker(n: int, *, seed: int = 7, owner: str = "acme", name: str = "wid
 class FakeGitHub:
     """`with FakeGitHub(tracker) as gh:` → `gh.url` is the API base URL."""
 
-    def __init__(self, tracker: Tracker, *, token: str | None = None,
-                 rate_limit_on: set[int] | None = None, retry_after: str = "1",
-                 primary_limit_on: set[int] | None = None,
-                 fail_from: int | None = None, fail_status: int = 500,
-                 fail_on: set[int] | None = None) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        *,
+        token: str | None = None,
+        rate_limit_on: set[int] | None = None,
+        retry_after: str = "1",
+        primary_limit_on: set[int] | None = None,
+        fail_from: int | None = None,
+        fail_status: int = 500,
+        fail_on: set[int] | None = None,
+    ) -> None:
         self.tracker = tracker
         self.token = token
         self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
@@ -176,10 +188,16 @@ class FakeGitHub:
     # -- shapes -------------------------------------------------------------------------
 
     def user(self, login: str) -> dict[str, Any]:
-        return {"login": login, "id": sum(map(ord, login)), "node_id": f"U_{login}",
-                "avatar_url": f"https://avatars.githubusercontent.com/{login}",
-                "url": f"{self.url}/users/{login}", "html_url": f"https://github.com/{login}",
-                "type": "User", "site_admin": False}
+        return {
+            "login": login,
+            "id": sum(map(ord, login)),
+            "node_id": f"U_{login}",
+            "avatar_url": f"https://avatars.githubusercontent.com/{login}",
+            "url": f"{self.url}/users/{login}",
+            "html_url": f"https://github.com/{login}",
+            "type": "User",
+            "site_admin": False,
+        }
 
     def issue(self, it: Item) -> dict[str, Any]:
         t = self.tracker
@@ -200,17 +218,38 @@ class FakeGitHub:
             "title": it.title,
             "body": it.body,
             "user": self.user(it.user),
-            "labels": [{"id": sum(map(ord, n)), "node_id": f"LA_{n}", "url": f"{api}/labels/{n}",
-                        "name": n, "description": None, "color": "f29513", "default": False}
-                       for n in it.labels],
+            "labels": [
+                {
+                    "id": sum(map(ord, n)),
+                    "node_id": f"LA_{n}",
+                    "url": f"{api}/labels/{n}",
+                    "name": n,
+                    "description": None,
+                    "color": "f29513",
+                    "default": False,
+                }
+                for n in it.labels
+            ],
             "assignee": None,
             "assignees": [],
-            "milestone": None if it.milestone is None else {
-                "url": f"{api}/milestones/1", "html_url": f"https://github.com/{t.full_name}/milestone/1",
-                "id": 1, "number": 1, "state": "open", "title": it.milestone,
-                "description": None, "creator": self.user("octocat"), "open_issues": 1,
-                "closed_issues": 0, "created_at": "2024-01-01T00:00:00Z",
-                "updated_at": "2024-01-01T00:00:00Z", "closed_at": None, "due_on": None},
+            "milestone": None
+            if it.milestone is None
+            else {
+                "url": f"{api}/milestones/1",
+                "html_url": f"https://github.com/{t.full_name}/milestone/1",
+                "id": 1,
+                "number": 1,
+                "state": "open",
+                "title": it.milestone,
+                "description": None,
+                "creator": self.user("octocat"),
+                "open_issues": 1,
+                "closed_issues": 0,
+                "created_at": "2024-01-01T00:00:00Z",
+                "updated_at": "2024-01-01T00:00:00Z",
+                "closed_at": None,
+                "due_on": None,
+            },
             "locked": False,
             "active_lock_reason": None,
             "comments": len(it.comments),
@@ -221,9 +260,18 @@ class FakeGitHub:
             "author_association": "MEMBER",
             "timeline_url": f"{api}/issues/{it.number}/timeline",
             "performed_via_github_app": None,
-            "reactions": {"url": f"{api}/issues/{it.number}/reactions", "total_count": 0,
-                          "+1": 0, "-1": 0, "laugh": 0, "hooray": 0, "confused": 0,
-                          "heart": 0, "rocket": 0, "eyes": 0},
+            "reactions": {
+                "url": f"{api}/issues/{it.number}/reactions",
+                "total_count": 0,
+                "+1": 0,
+                "-1": 0,
+                "laugh": 0,
+                "hooray": 0,
+                "confused": 0,
+                "heart": 0,
+                "rocket": 0,
+                "eyes": 0,
+            },
         }
         if it.is_pr:
             d["draft"] = False
@@ -239,27 +287,51 @@ class FakeGitHub:
     def timeline(self, it: Item) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for lab in it.labels:
-            events.append({"id": 1, "node_id": "LE_1", "url": f"{self.url}/events/1",
-                           "actor": self.user(it.user), "event": "labeled", "commit_id": None,
-                           "commit_url": None, "created_at": it.created_at,
-                           "label": {"name": lab, "color": "f29513"},
-                           "performed_via_github_app": None})
+            events.append(
+                {
+                    "id": 1,
+                    "node_id": "LE_1",
+                    "url": f"{self.url}/events/1",
+                    "actor": self.user(it.user),
+                    "event": "labeled",
+                    "commit_id": None,
+                    "commit_url": None,
+                    "created_at": it.created_at,
+                    "label": {"name": lab, "color": "f29513"},
+                    "performed_via_github_app": None,
+                }
+            )
         for src in [*it.linked_prs, *it.linked_issues]:
             other = self.tracker.items[src]
-            events.append({"actor": self.user(other.user), "created_at": other.created_at,
-                           "updated_at": other.created_at, "event": "cross-referenced",
-                           "source": {"type": "issue", "issue": self.issue(other)}})
+            events.append(
+                {
+                    "actor": self.user(other.user),
+                    "created_at": other.created_at,
+                    "updated_at": other.created_at,
+                    "event": "cross-referenced",
+                    "source": {"type": "issue", "issue": self.issue(other)},
+                }
+            )
         return events
 
     def comments(self, it: Item) -> list[dict[str, Any]]:
         api = f"{self.url}/repos/{self.tracker.full_name}"
-        return [{"id": it.number * 100 + k, "node_id": f"IC_{it.number}_{k}",
-                 "url": f"{api}/issues/comments/{it.number * 100 + k}",
-                 "html_url": f"https://github.com/{self.tracker.full_name}/issues/{it.number}#issuecomment-{k}",
-                 "body": body, "user": self.user(login), "created_at": at, "updated_at": at,
-                 "issue_url": f"{api}/issues/{it.number}", "author_association": "NONE",
-                 "performed_via_github_app": None}
-                for k, (login, at, body) in enumerate(it.comments, 1)]
+        return [
+            {
+                "id": it.number * 100 + k,
+                "node_id": f"IC_{it.number}_{k}",
+                "url": f"{api}/issues/comments/{it.number * 100 + k}",
+                "html_url": f"https://github.com/{self.tracker.full_name}/issues/{it.number}#issuecomment-{k}",
+                "body": body,
+                "user": self.user(login),
+                "created_at": at,
+                "updated_at": at,
+                "issue_url": f"{api}/issues/{it.number}",
+                "author_association": "NONE",
+                "performed_via_github_app": None,
+            }
+            for k, (login, at, body) in enumerate(it.comments, 1)
+        ]
 
     # -- HTTP ---------------------------------------------------------------------------
 
@@ -298,21 +370,41 @@ class FakeGitHub:
         return Handler
 
     def route(self, path: str, headers: Any, n: int) -> tuple[int, Any, dict[str, str]]:
-        rl = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
-              "X-RateLimit-Reset": str(int(time.time()) + 3600), "X-RateLimit-Used": "1",
-              "X-RateLimit-Resource": "core"}
+        rl = {
+            "X-RateLimit-Limit": "5000",
+            "X-RateLimit-Remaining": "4999",
+            "X-RateLimit-Reset": str(int(time.time()) + 3600),
+            "X-RateLimit-Used": "1",
+            "X-RateLimit-Resource": "core",
+        }
         if self.token is not None:
             auth = headers.get("Authorization") or ""
             if auth not in (f"Bearer {self.token}", f"token {self.token}"):
-                return 401, {"message": "Bad credentials", "documentation_url": DOCS,
-                             "status": "401"}, {}
+                return (
+                    401,
+                    {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"},
+                    {},
+                )
         if n in self.rate_limit_on:
-            return 403, {"message": SECONDARY, "documentation_url": DOCS + "/rate-limits",
-                         "status": "403"}, {**rl, "Retry-After": self.retry_after}
+            return (
+                403,
+                {"message": SECONDARY, "documentation_url": DOCS + "/rate-limits", "status": "403"},
+                {**rl, "Retry-After": self.retry_after},
+            )
         if n in self.primary_limit_on:
-            return 403, {"message": "API rate limit exceeded for user ID 1.",
-                         "documentation_url": DOCS, "status": "403"}, {
-                **rl, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 1)}
+            return (
+                403,
+                {
+                    "message": "API rate limit exceeded for user ID 1.",
+                    "documentation_url": DOCS,
+                    "status": "403",
+                },
+                {
+                    **rl,
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": str(int(time.time()) + 1),
+                },
+            )
         if n in self.fail_on or (self.fail_from is not None and n >= self.fail_from):
             return self.fail_status, {"message": "Server Error"}, rl
         parts = urlsplit(path)
@@ -333,21 +425,26 @@ class FakeGitHub:
                 return self._page(parts.path, q, self.comments(it), rl)
         return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
 
-    def _issues(self, path: str, q: dict[str, str], rl: dict[str, str]
-                ) -> tuple[int, Any, dict[str, str]]:
+    def _issues(
+        self, path: str, q: dict[str, str], rl: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         items = list(self.tracker.items.values())
         state = q.get("state", "open")
         if state != "all":
             items = [i for i in items if i.state == state]
         if "since" in q:
             items = [i for i in items if i.updated_at >= q["since"]]
-        key = (lambda i: (i.updated_at, i.number)) if q.get("sort") == "updated" else (
-            lambda i: (i.created_at, i.number))
+        key = (
+            (lambda i: (i.updated_at, i.number))
+            if q.get("sort") == "updated"
+            else (lambda i: (i.created_at, i.number))
+        )
         items.sort(key=key, reverse=q.get("direction", "desc") == "desc")
         return self._page(path, q, items, rl, render=self.issue)
 
-    def _page(self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str],
-              render: Any = None) -> tuple[int, Any, dict[str, str]]:
+    def _page(
+        self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str], render: Any = None
+    ) -> tuple[int, Any, dict[str, str]]:
         per = min(int(q.get("per_page", "30")), 100)
         page = int(q.get("page", "1"))
         last = max(1, -(-len(rows) // per))

@@ -163,7 +163,9 @@ def run_manifest(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(data.decode("utf-8"))
         return 0
-    out = args.out if args.dir == "." or os.path.isabs(args.out) else os.path.join(args.dir, args.out)
+    out = (
+        args.out if args.dir == "." or os.path.isabs(args.out) else os.path.join(args.dir, args.out)
+    )
     try:
         atomic_write(out, data)
     except OSError as e:

@@ -47,30 +47,74 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     )
     gh.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository")
     _common_out(gh, out_help=_OUT_HELP + " (required with --since/--checkpoint)")
-    gh.add_argument("--since", metavar="T",
-                    help="incremental: fetch items updated at/after ISO-8601 T and merge into --out")
-    gh.add_argument("--checkpoint", metavar="FILE",
-                    help="incremental state: resume interrupted runs, continue from the last one")
-    gh.add_argument("--full", action="store_true",
-                    help="ignore the checkpoint's state and refetch everything")
-    gh.add_argument("--state", choices=("open", "closed", "all"), default="all",
-                    help="which items to keep (default: all)")
-    gh.add_argument("--include-comments", action="store_true",
-                    help="append comments under a '## Comments' section")
-    gh.add_argument("--keep-not-planned", action="store_true",
-                    help="keep items closed as not_planned (dropped by default)")
-    gh.add_argument("--no-timeline", action="store_true",
-                    help="skip the per-issue timeline (no linked pull requests in links)")
-    gh.add_argument("--scrub", action="append", default=[], metavar="REGEX",
-                    help="replace matches in titles/bodies with [SCRUBBED] (repeatable)")
-    gh.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME",
-                    help="environment variable holding the token (default: GITHUB_TOKEN)")
-    gh.add_argument("--max-wait", type=float, default=300.0, metavar="SECONDS",
-                    help="total time to spend waiting out rate limits and retries (default 300)")
-    gh.add_argument("--retries", type=int, default=4, metavar="N",
-                    help="retries for 5xx and network errors, with exponential backoff (default 4)")
-    gh.add_argument("--concurrency", type=int, default=4, metavar="N",
-                    help="parallel per-item requests (timeline, comments) (default 4)")
+    gh.add_argument(
+        "--since",
+        metavar="T",
+        help="incremental: fetch items updated at/after ISO-8601 T and merge into --out",
+    )
+    gh.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="incremental state: resume interrupted runs, continue from the last one",
+    )
+    gh.add_argument(
+        "--full", action="store_true", help="ignore the checkpoint's state and refetch everything"
+    )
+    gh.add_argument(
+        "--state",
+        choices=("open", "closed", "all"),
+        default="all",
+        help="which items to keep (default: all)",
+    )
+    gh.add_argument(
+        "--include-comments",
+        action="store_true",
+        help="append comments under a '## Comments' section",
+    )
+    gh.add_argument(
+        "--keep-not-planned",
+        action="store_true",
+        help="keep items closed as not_planned (dropped by default)",
+    )
+    gh.add_argument(
+        "--no-timeline",
+        action="store_true",
+        help="skip the per-issue timeline (no linked pull requests in links)",
+    )
+    gh.add_argument(
+        "--scrub",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="replace matches in titles/bodies with [SCRUBBED] (repeatable)",
+    )
+    gh.add_argument(
+        "--token-env",
+        default="GITHUB_TOKEN",
+        metavar="NAME",
+        help="environment variable holding the token (default: GITHUB_TOKEN)",
+    )
+    gh.add_argument(
+        "--max-wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="total time to spend waiting out rate limits and retries (default 300)",
+    )
+    gh.add_argument(
+        "--retries",
+        type=int,
+        default=4,
+        metavar="N",
+        help="retries for 5xx and network errors, with exponential backoff (default 4)",
+    )
+    gh.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="parallel per-item requests (timeline, comments) (default 4)",
+    )
     gh.set_defaults(func=_github)
 
     dp = esub.add_parser(
@@ -88,15 +132,34 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     src.add_argument("--root", metavar="DIR", help="a local directory")
     src.add_argument("--repo", metavar="GIT_URL", help="a git repository to clone (temporarily)")
     dp.add_argument("--ref", metavar="R", help="branch, tag or commit to read (with --repo)")
-    dp.add_argument("--glob", action="append", default=[], metavar="PATTERN",
-                    help="include paths matching PATTERN (repeatable; default **/*.md, **/*.markdown)")
-    dp.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
-                    help="exclude paths matching PATTERN (repeatable)")
-    dp.add_argument("--source", default="docs", metavar="TAG", help="record source tag (default: docs)")
-    dp.add_argument("--id-prefix", default="docs:", metavar="P",
-                    help="record id = P + relative path (default: docs:)")
-    dp.add_argument("--url-base", metavar="URL",
-                    help="file URLs as URL/<sha>/<path> instead of deriving them from the remote")
+    dp.add_argument(
+        "--glob",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="include paths matching PATTERN (repeatable; default **/*.md, **/*.markdown)",
+    )
+    dp.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="exclude paths matching PATTERN (repeatable)",
+    )
+    dp.add_argument(
+        "--source", default="docs", metavar="TAG", help="record source tag (default: docs)"
+    )
+    dp.add_argument(
+        "--id-prefix",
+        default="docs:",
+        metavar="P",
+        help="record id = P + relative path (default: docs:)",
+    )
+    dp.add_argument(
+        "--url-base",
+        metavar="URL",
+        help="file URLs as URL/<sha>/<path> instead of deriving them from the remote",
+    )
     _common_out(dp)
     dp.set_defaults(func=_docs)
 
@@ -111,9 +174,15 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         ),
     )
     op.add_argument("--root", required=True, metavar="KNOWLEDGE_BASE", help="the knowledge base")
-    op.add_argument("--source", default="okf", metavar="TAG", help="record source tag (default: okf)")
-    op.add_argument("--id-prefix", default="okf:", metavar="P",
-                    help="record id = P + path under wiki/ (default: okf:)")
+    op.add_argument(
+        "--source", default="okf", metavar="TAG", help="record source tag (default: okf)"
+    )
+    op.add_argument(
+        "--id-prefix",
+        default="okf:",
+        metavar="P",
+        help="record id = P + path under wiki/ (default: okf:)",
+    )
     _common_out(op)
     op.set_defaults(func=_okf)
 
@@ -122,12 +191,14 @@ def _say(args: argparse.Namespace) -> Any:
     def say(msg: str) -> None:
         if not args.quiet:
             print(f"extract {args.adapter}: {msg}", file=sys.stderr, flush=True)
+
     return say
 
 
 def _warn(args: argparse.Namespace) -> Any:
     def warn(msg: str) -> None:
         print(f"warning: {msg}", file=sys.stderr, flush=True)
+
     return warn
 
 
@@ -147,21 +218,34 @@ def _github(args: argparse.Namespace) -> int:
     if args.retries < 0 or args.max_wait < 0:
         raise UsageError("--retries and --max-wait must not be negative")
     opts = GitHubOptions(
-        repo=args.repo, state=args.state, include_comments=args.include_comments,
-        keep_not_planned=args.keep_not_planned, timeline=not args.no_timeline,
-        scrub=list(args.scrub), concurrency=args.concurrency,
+        repo=args.repo,
+        state=args.state,
+        include_comments=args.include_comments,
+        keep_not_planned=args.keep_not_planned,
+        timeline=not args.no_timeline,
+        scrub=list(args.scrub),
+        concurrency=args.concurrency,
     )
     token = os.environ.get(args.token_env) or None
     base = os.environ.get("GITHUB_API_URL") or DEFAULT_API
     say = _say(args)
-    with GitHubClient(base, token, repo=args.repo, max_wait=args.max_wait,
-                      retries=args.retries) as client:
-        stats = run_github(Fetcher(client, opts), out=args.out, manifest=args.manifest,
-                           checkpoint=args.checkpoint, since=args.since, full=args.full,
-                           progress=say)
+    with GitHubClient(
+        base, token, repo=args.repo, max_wait=args.max_wait, retries=args.retries
+    ) as client:
+        stats = run_github(
+            Fetcher(client, opts),
+            out=args.out,
+            manifest=args.manifest,
+            checkpoint=args.checkpoint,
+            since=args.since,
+            full=args.full,
+            progress=say,
+        )
     since = f" since {stats.since}" if stats.since else ""
-    say(f"{stats.mode} run{since}: {stats.pages} pages, {stats.requests} requests, "
-        f"{stats.upserts} fetched, {stats.removals} dropped, waited {stats.waited:.0f}s")
+    say(
+        f"{stats.mode} run{since}: {stats.pages} pages, {stats.requests} requests, "
+        f"{stats.upserts} fetched, {stats.removals} dropped, waited {stats.waited:.0f}s"
+    )
     _summary(args, stats.records)
     return 0
 
@@ -171,9 +255,16 @@ def _docs(args: argparse.Namespace) -> int:
     from cce_knowledge.extract.feed import feed_bytes
     from cce_knowledge.extract.output import write_feed
 
-    opts = DocsOptions(root=args.root, repo=args.repo, ref=args.ref, globs=list(args.glob),
-                       exclude=list(args.exclude), source=args.source, id_prefix=args.id_prefix,
-                       url_base=args.url_base)
+    opts = DocsOptions(
+        root=args.root,
+        repo=args.repo,
+        ref=args.ref,
+        globs=list(args.glob),
+        exclude=list(args.exclude),
+        source=args.source,
+        id_prefix=args.id_prefix,
+        url_base=args.url_base,
+    )
     records = extract_docs(opts, warn=_warn(args))
     write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
     _summary(args, len(records))

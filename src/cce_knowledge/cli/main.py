@@ -25,7 +25,15 @@ from cce_knowledge.cli import (
 from cce_knowledge.errors import CceError
 
 # Order = order in `cce knowledge --help`: the pipeline, then the consumer side.
-_KNOWLEDGE_MODULES = (extract_cmd, contract_cmds, index_cmd, retrieval_cmds, sync_cmds, consumer_cmds, action_cmds)
+_KNOWLEDGE_MODULES = (
+    extract_cmd,
+    contract_cmds,
+    index_cmd,
+    retrieval_cmds,
+    sync_cmds,
+    consumer_cmds,
+    action_cmds,
+)
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):

@@ -56,12 +56,23 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     )
     sp.add_argument("query", metavar="QUERY", help="what you want to know (plain words)")
     add_dir(sp)
-    sp.add_argument("-k", "--top-k", type=_positive_int, default=8, metavar="N",
-                    help="number of hits (default: 8)")
+    sp.add_argument(
+        "-k",
+        "--top-k",
+        type=_positive_int,
+        default=8,
+        metavar="N",
+        help="number of hits (default: 8)",
+    )
     _add_ranking(sp)
-    sp.add_argument("--min-score", type=_finite_float, default=None, metavar="X",
-                    help="drop hits scoring below X (default: 0.05 for the default ranking; "
-                    "knowledge.min_score, 0.30, for the reference ranking)")
+    sp.add_argument(
+        "--min-score",
+        type=_finite_float,
+        default=None,
+        metavar="X",
+        help="drop hits scoring below X (default: 0.05 for the default ranking; "
+        "knowledge.min_score, 0.30, for the reference ranking)",
+    )
     sp.add_argument("--json", action="store_true", help="print hits as a JSON array")
     sp.set_defaults(func=cmd_search)
 
@@ -77,13 +88,23 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         ),
     )
     ap.add_argument("suite", metavar="SUITE", help="path to the suite (NDJSON)")
-    ap.add_argument("--dir", default=None, metavar="ROOT",
-                    help="run against the store installed under ROOT/.cce/knowledge")
-    ap.add_argument("--json", action="store_true",
-                    help="print the cce.knowledge.ask.report/v1 JSON report")
-    ap.add_argument("--min-score", type=_finite_float, default=None, metavar="X",
-                    help="score floor (default: --dir's knowledge.min_score or 0.30 for the "
-                    "reference ranking; 0.05 for the default ranking)")
+    ap.add_argument(
+        "--dir",
+        default=None,
+        metavar="ROOT",
+        help="run against the store installed under ROOT/.cce/knowledge",
+    )
+    ap.add_argument(
+        "--json", action="store_true", help="print the cce.knowledge.ask.report/v1 JSON report"
+    )
+    ap.add_argument(
+        "--min-score",
+        type=_finite_float,
+        default=None,
+        metavar="X",
+        help="score floor (default: --dir's knowledge.min_score or 0.30 for the "
+        "reference ranking; 0.05 for the default ranking)",
+    )
     _add_ranking(ap)
     ap.set_defaults(func=cmd_ask)
 

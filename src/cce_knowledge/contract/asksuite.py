@@ -85,12 +85,16 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
         try:
             obj = scan_value(line.encode("utf-8", "surrogatepass"))
         except ScanError as e:
-            yield n, None, SuiteLineError(
+            yield (
                 n,
-                format_path(e.path),
-                f"invalid JSON: {e.message}",
-                e.column,
-                f" at line {e.line} column {e.column}",
+                None,
+                SuiteLineError(
+                    n,
+                    format_path(e.path),
+                    f"invalid JSON: {e.message}",
+                    e.column,
+                    f" at line {e.line} column {e.column}",
+                ),
             )
             continue
         if _get(obj, "schema") is not _ABSENT and _get(obj, "query") is _ABSENT:
@@ -99,11 +103,15 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
                 continue
             schema = obj["schema"] if isinstance(obj["schema"], str) else ""
             if schema != ASK_SCHEMA_ID:
-                yield n, None, SuiteLineError(
+                yield (
                     n,
-                    "$.schema",
-                    f"unknown schema {rust_debug_str(schema)} "
-                    f"(expected {rust_debug_str(ASK_SCHEMA_ID)})",
+                    None,
+                    SuiteLineError(
+                        n,
+                        "$.schema",
+                        f"unknown schema {rust_debug_str(schema)} "
+                        f"(expected {rust_debug_str(ASK_SCHEMA_ID)})",
+                    ),
                 )
                 continue
             seen_header = True
@@ -115,7 +123,9 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
             yield n, None, SuiteLineError(n, "$.query", "case missing string `query`")
             continue
         raw_expect = _get(obj, "expect")
-        expect = [e for e in raw_expect if isinstance(e, str)] if isinstance(raw_expect, list) else []
+        expect = (
+            [e for e in raw_expect if isinstance(e, str)] if isinstance(raw_expect, list) else []
+        )
         if not expect:
             yield n, None, SuiteLineError(n, "$.expect", "case needs a non-empty `expect` array")
             continue

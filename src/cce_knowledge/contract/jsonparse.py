@@ -525,7 +525,9 @@ class Scanner:
                     pass
                 elif c is None:
                     raise self.peek_err(
-                        "EOF while parsing a list" if frame == 0x5B else "EOF while parsing an object"
+                        "EOF while parsing a list"
+                        if frame == 0x5B
+                        else "EOF while parsing an object"
                     )
                 elif accept_comma:
                     raise self.peek_err(

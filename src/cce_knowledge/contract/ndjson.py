@@ -258,7 +258,11 @@ def _from_dict(d: dict[str, Any]) -> KnowledgeRecord | None:
     if type(source) is not str:
         return None
     url, state, reason, updated, group = (
-        get("url"), get("state"), get("state_reason"), get("updated_at"), get("group")
+        get("url"),
+        get("state"),
+        get("state_reason"),
+        get("updated_at"),
+        get("group"),
     )
     for v in (url, state, reason, updated, group):
         if v is not None and type(v) is not str:

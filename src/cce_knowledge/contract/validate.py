@@ -146,8 +146,13 @@ def _manifest(report: FileReport, text: str) -> FeedManifest | None:
     m = scan_manifest(text)
     if isinstance(m, ManifestParseError):
         report.problems.append(
-            Problem(report.file, m.line, m.path, f"invalid {FEED_MANIFEST_SCHEMA_ID} manifest: "
-                    f"{m.message}", m.column)
+            Problem(
+                report.file,
+                m.line,
+                m.path,
+                f"invalid {FEED_MANIFEST_SCHEMA_ID} manifest: {m.message}",
+                m.column,
+            )
         )
         return None
     report.count = m.records

@@ -68,15 +68,18 @@ def _read_partial(path: Path, length: int) -> list[PageResult]:
         with open(path, "rb") as f:
             data = f.read(length)
     except FileNotFoundError:
-        raise ExtractError(f"checkpoint partial log {path} is missing — rerun with --full") from None
+        raise ExtractError(
+            f"checkpoint partial log {path} is missing — rerun with --full"
+        ) from None
     if len(data) != length:
         raise ExtractError(f"checkpoint partial log {path} is truncated — rerun with --full")
     pages = []
     for n, line in enumerate(data.decode("utf-8").split("\n")[:-1], 1):
         try:
             obj = json.loads(line)
-            pages.append(PageResult([record_from_dict(d) for d in obj["u"]], list(obj["d"]),
-                                    obj.get("m")))
+            pages.append(
+                PageResult([record_from_dict(d) for d in obj["u"]], list(obj["d"]), obj.get("m"))
+            )
         except (ValueError, KeyError, TypeError) as e:
             raise ExtractError(f"{path}: line {n}: corrupt partial log entry: {e}") from None
     return pages
@@ -88,7 +91,7 @@ def _page_line(p: PageResult) -> bytes:
 
 
 def _relative(url: str, base: str) -> str:
-    return url[len(base):] if url.startswith(base + "/") else url
+    return url[len(base) :] if url.startswith(base + "/") else url
 
 
 def _previous_feed(out: Path, expect_sha: str | None) -> list[KnowledgeRecord]:
@@ -99,11 +102,13 @@ def _previous_feed(out: Path, expect_sha: str | None) -> list[KnowledgeRecord]:
     except FileNotFoundError:
         raise UsageError(
             f"an incremental run merges into the previous feed, but {out} does not exist "
-            "— run once without --since (or with --full) first") from None
+            "— run once without --since (or with --full) first"
+        ) from None
     if expect_sha is not None and sha256(raw) != expect_sha:
         raise ExtractError(
             f"{out} changed since the checkpoint was written (sha256 differs) — "
-            "rerun with --full to rebuild it")
+            "rerun with --full to rebuild it"
+        )
     try:
         return parse_feed(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -145,8 +150,15 @@ def run_github(
 ) -> RunStats:
     """Extract, merge, write. Nothing is written to `out`/`manifest` unless it all succeeds."""
     with _exclusive(checkpoint):
-        return _run(fetcher, out=out, manifest=manifest, checkpoint=checkpoint, since=since,
-                    full=full, progress=progress)
+        return _run(
+            fetcher,
+            out=out,
+            manifest=manifest,
+            checkpoint=checkpoint,
+            since=since,
+            full=full,
+            progress=progress,
+        )
 
 
 def _run(
@@ -163,7 +175,9 @@ def _run(
     client = fetcher.client
     say = progress or (lambda _m: None)
     if since is not None and not _ISO.fullmatch(since):
-        raise UsageError(f"--since must be an ISO-8601 timestamp like 2026-02-01T09:00:00Z, got {since!r}")
+        raise UsageError(
+            f"--since must be an ISO-8601 timestamp like 2026-02-01T09:00:00Z, got {since!r}"
+        )
     if (since or checkpoint) and out is None:
         raise UsageError("incremental extraction (--since / --checkpoint) needs --out FILE")
     ck_path = Path(checkpoint) if checkpoint else None
@@ -175,7 +189,8 @@ def _run(
             raise ExtractError(
                 f"checkpoint {ck_path} was written for different options "
                 f"({json.dumps(ck.get('options'), sort_keys=True)}) — rerun with --full or use "
-                "another --checkpoint file")
+                "another --checkpoint file"
+            )
 
     done: list[PageResult] = []
     inflight = ck.get("run") if ck else None
@@ -187,8 +202,10 @@ def _run(
         partial_len = int(inflight.get("partial_bytes", 0))
         assert part_path is not None
         done = _read_partial(part_path, partial_len)
-        say(f"resuming an interrupted run at page {pages_done + 1} "
-            f"({sum(len(p.upserts) for p in done)} items already fetched)")
+        say(
+            f"resuming an interrupted run at page {pages_done + 1} "
+            f"({sum(len(p.upserts) for p in done)} items already fetched)"
+        )
     else:
         if since is None and ck and not full:
             since = ck.get("high_water")
@@ -206,8 +223,14 @@ def _run(
     def save_ck(run: dict[str, Any] | None, high: str | None, feed_sha: str | None) -> None:
         if ck_path is None:
             return
-        doc = {"schema": SCHEMA, "adapter": "github", "options": opts.fingerprint(),
-               "high_water": high, "feed_sha256": feed_sha, "run": run}
+        doc = {
+            "schema": SCHEMA,
+            "adapter": "github",
+            "options": opts.fingerprint(),
+            "high_water": high,
+            "feed_sha256": feed_sha,
+            "run": run,
+        }
         atomic_write(ck_path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
 
     prev_sha = ck.get("feed_sha256") if ck and not full else None
@@ -216,8 +239,16 @@ def _run(
             atomic_write(part_path, b"")
         else:
             os.truncate(part_path, partial_len)
-        save_ck({"since": since, "next_url": url and _relative(url, client.base_url),
-                 "pages": pages_done, "partial_bytes": partial_len}, base_high, prev_sha)
+        save_ck(
+            {
+                "since": since,
+                "next_url": url and _relative(url, client.base_url),
+                "pages": pages_done,
+                "partial_bytes": partial_len,
+            },
+            base_high,
+            prev_sha,
+        )
 
     for result, nxt in _pages(fetcher, url):
         done.append(result)
@@ -229,10 +260,20 @@ def _run(
                 f.flush()
                 os.fsync(f.fileno())
             partial_len += len(line)
-            save_ck({"since": since, "next_url": nxt and _relative(nxt, client.base_url),
-                     "pages": pages_done, "partial_bytes": partial_len}, base_high, prev_sha)
-        say(f"page {pages_done}: {len(result.upserts)} records, {len(result.removals)} removed "
-            f"({client.requests} requests)")
+            save_ck(
+                {
+                    "since": since,
+                    "next_url": nxt and _relative(nxt, client.base_url),
+                    "pages": pages_done,
+                    "partial_bytes": partial_len,
+                },
+                base_high,
+                prev_sha,
+            )
+        say(
+            f"page {pages_done}: {len(result.upserts)} records, {len(result.removals)} removed "
+            f"({client.requests} requests)"
+        )
 
     records = merge(previous, done)
     data = feed_bytes(records)
@@ -241,9 +282,16 @@ def _run(
     save_ck(None, max(stamps) if stamps else None, sha256(data))
     if part_path is not None:
         part_path.unlink(missing_ok=True)
-    return RunStats(mode, since, pages_done, client.requests,
-                    sum(len(p.upserts) for p in done), sum(len(p.removals) for p in done),
-                    len(records), client.waited)
+    return RunStats(
+        mode,
+        since,
+        pages_done,
+        client.requests,
+        sum(len(p.upserts) for p in done),
+        sum(len(p.removals) for p in done),
+        len(records),
+        client.waited,
+    )
 
 
 def _pages(fetcher: Fetcher, url: str | None) -> Iterator[tuple[PageResult, str | None]]:

@@ -58,7 +58,13 @@ def title_and_body(meta: dict[str, object] | None, body: str, fallback: str) -> 
 
 
 def markdown_record(
-    rel: str, path: Path, *, display: str, rec_id: str, source: str, info: GitInfo | None,
+    rel: str,
+    path: Path,
+    *,
+    display: str,
+    rec_id: str,
+    source: str,
+    info: GitInfo | None,
     url_base: str | None = None,
 ) -> KnowledgeRecord:
     doc = split_frontmatter(read_text(path, display), path=display)
@@ -105,7 +111,8 @@ def checkout(opts: DocsOptions) -> Iterator[tuple[Path, str | None]]:
         except git.GitCommandError as e:
             err = (e.stderr or "").strip().splitlines()
             raise ExtractError(
-                f"cannot clone {shown}: {err[-1] if err else 'git clone failed'}") from None
+                f"cannot clone {shown}: {err[-1] if err else 'git clone failed'}"
+            ) from None
         try:
             if opts.ref:
                 try:
@@ -126,7 +133,14 @@ def extract_docs(opts: DocsOptions, *, warn: Warn | None = None) -> list[Knowled
         files = walk(root, include=opts.globs or DEFAULT_GLOBS, exclude=opts.exclude, warn=warn)
         shown = opts.root if opts.root is not None else redact_url(opts.repo or "")
         return [
-            markdown_record(rel, p, display=f"{shown.rstrip('/')}/{rel}", rec_id=opts.id_prefix + rel,
-                            source=opts.source, info=info, url_base=opts.url_base)
+            markdown_record(
+                rel,
+                p,
+                display=f"{shown.rstrip('/')}/{rel}",
+                rec_id=opts.id_prefix + rel,
+                source=opts.source,
+                info=info,
+                url_base=opts.url_base,
+            )
             for rel, p in files
         ]

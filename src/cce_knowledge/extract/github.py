@@ -111,15 +111,16 @@ class Mapper:
             return True
         return self.opts.state != "all" and item.get("state") != self.opts.state
 
-    def record(self, item: dict[str, Any], links: list[str], comments: list[dict[str, Any]]
-               ) -> KnowledgeRecord:
+    def record(
+        self, item: dict[str, Any], links: list[str], comments: list[dict[str, Any]]
+    ) -> KnowledgeRecord:
         is_pr = "pull_request" in item
         body = normalise_newlines(_s(item.get("body")) or "")
         if comments:
-            body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(
-                _comment(c) for c in comments)
+            body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(_comment(c) for c in comments)
         labels = dedup(
-            lab["name"] for lab in item.get("labels") or []
+            lab["name"]
+            for lab in item.get("labels") or []
             if isinstance(lab, dict) and isinstance(lab.get("name"), str)
         )
         milestone = item.get("milestone")
@@ -184,8 +185,12 @@ class Fetcher:
     def list_params(self, since: str | None) -> dict[str, str]:
         # An incremental run asks for every state: an issue that moved out of `--state`
         # (or became not_planned) must be seen so it can be removed from the feed.
-        p = {"state": "all" if since else self.opts.state, "per_page": "100",
-             "sort": "updated", "direction": "asc"}
+        p = {
+            "state": "all" if since else self.opts.state,
+            "per_page": "100",
+            "sort": "updated",
+            "direction": "asc",
+        }
         if since:
             p["since"] = since
         return p
@@ -200,8 +205,9 @@ class Fetcher:
             raise ExtractError(f"GitHub API returned a non-list issues page for {self.opts.repo}")
         items = [it for it in data if isinstance(it, dict) and isinstance(it.get("number"), int)]
         keep = [it for it in items if not self.mapper.dropped(it)]
-        removals = [record_id(self.opts.repo, it["number"]) for it in items
-                    if self.mapper.dropped(it)]
+        removals = [
+            record_id(self.opts.repo, it["number"]) for it in items if self.mapper.dropped(it)
+        ]
         if self.opts.concurrency > 1 and len(keep) > 1:
             with ThreadPoolExecutor(self.opts.concurrency) as pool:
                 upserts = list(pool.map(self._one, keep))
@@ -214,13 +220,15 @@ class Fetcher:
         n = item["number"]
         links: list[str] = []
         if self.opts.timeline and "pull_request" not in item:
-            for page in self.client.paginate(f"{self.base}/issues/{n}/timeline",
-                                             {"per_page": "100"}, missing_ok=True):
+            for page in self.client.paginate(
+                f"{self.base}/issues/{n}/timeline", {"per_page": "100"}, missing_ok=True
+            ):
                 links.extend(linked_pulls(page))
         comments: list[dict[str, Any]] = []
         if self.opts.include_comments and item.get("comments", 1) != 0:
-            for page in self.client.paginate(f"{self.base}/issues/{n}/comments",
-                                             {"per_page": "100"}, missing_ok=True):
+            for page in self.client.paginate(
+                f"{self.base}/issues/{n}/comments", {"per_page": "100"}, missing_ok=True
+            ):
                 comments.extend(c for c in page if isinstance(c, dict))
         return self.mapper.record(item, links, comments)
 
@@ -231,8 +239,9 @@ def httpx_url(url: str, params: dict[str, str]) -> str:
     return str(httpx.URL(url, params=params))
 
 
-def merge(previous: Iterable[KnowledgeRecord], pages: Iterable[PageResult]
-          ) -> list[KnowledgeRecord]:
+def merge(
+    previous: Iterable[KnowledgeRecord], pages: Iterable[PageResult]
+) -> list[KnowledgeRecord]:
     """Apply pages in order to the previous records (by id) and sort by number."""
     by_id = {r.id: r for r in previous}
     for p in pages:

@@ -102,8 +102,9 @@ def git_info(root: Path, *, remote_url: str | None = None) -> GitInfo | None:
             except (AttributeError, ValueError):
                 remote_url = None
         try:
-            raw = repo.git.log("--format=%x01%H %ct", "--name-only", "-z", "--no-renames",
-                               "HEAD", "--", scope)
+            raw = repo.git.log(
+                "--format=%x01%H %ct", "--name-only", "-z", "--no-renames", "HEAD", "--", scope
+            )
         except git.GitCommandError:  # no commits yet
             raw = ""
         return GitInfo(top, _parse_log(raw), web_url(remote_url))

@@ -91,8 +91,9 @@ class GitHubClient:
 
     # -- requests ---------------------------------------------------------------------
 
-    def get(self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
-            ) -> httpx.Response | None:
+    def get(
+        self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
+    ) -> httpx.Response | None:
         """GET with retries; `None` for a 404/410 when `missing_ok` (a deleted sub-resource)."""
         url = self.url(path)
         attempt = 0
@@ -104,9 +105,12 @@ class GitHubClient:
             except httpx.TransportError as e:
                 attempt += 1
                 if attempt > self._retries:
-                    raise ExtractError(self.scrub(
-                        f"cannot reach the GitHub API at {self.base_url} for {self.repo}: "
-                        f"{type(e).__name__}: {e}")) from None
+                    raise ExtractError(
+                        self.scrub(
+                            f"cannot reach the GitHub API at {self.base_url} for {self.repo}: "
+                            f"{type(e).__name__}: {e}"
+                        )
+                    ) from None
                 self._wait(self._backoff * 2 ** (attempt - 1), "network error")
                 continue
             status = resp.status_code
@@ -121,15 +125,19 @@ class GitHubClient:
             if status >= 500:
                 attempt += 1
                 if attempt > self._retries:
-                    raise ExtractError(self.scrub(
-                        f"GitHub API error for {self.repo}: {status} {_message(resp)} "
-                        f"(gave up after {self._retries} retries)"))
+                    raise ExtractError(
+                        self.scrub(
+                            f"GitHub API error for {self.repo}: {status} {_message(resp)} "
+                            f"(gave up after {self._retries} retries)"
+                        )
+                    )
                 self._wait(self._backoff * 2 ** (attempt - 1), f"server error {status}")
                 continue
             raise self._error(resp)
 
-    def get_json(self, path: str, params: dict[str, str] | None = None, *,
-                 missing_ok: bool = False) -> tuple[Any, str | None]:
+    def get_json(
+        self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
+    ) -> tuple[Any, str | None]:
         """The decoded body and the next-page URL."""
         resp = self.get(path, params, missing_ok=missing_ok)
         if resp is None:
@@ -142,8 +150,9 @@ class GitHubClient:
             ) from None
         return data, next_link(resp.headers.get("link"))
 
-    def paginate(self, path: str, params: dict[str, str] | None = None, *,
-                 missing_ok: bool = False) -> Iterator[list[Any]]:
+    def paginate(
+        self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
+    ) -> Iterator[list[Any]]:
         """Every page of a list endpoint, following `Link: rel="next"`."""
         url: str | None = path
         first = True
@@ -194,14 +203,20 @@ class GitHubClient:
     def _error(self, resp: httpx.Response) -> ExtractError:
         status, msg = resp.status_code, _message(resp)
         if status == 401:
-            text = (f"GitHub rejected the token for {self.repo} (401 {msg}) — check "
-                    "GITHUB_TOKEN or the variable named by --token-env")
+            text = (
+                f"GitHub rejected the token for {self.repo} (401 {msg}) — check "
+                "GITHUB_TOKEN or the variable named by --token-env"
+            )
         elif status == 404:
-            text = (f"GitHub repository {self.repo} not found (404 {msg}) — it does not exist, "
-                    "or it is private and the token cannot read it")
+            text = (
+                f"GitHub repository {self.repo} not found (404 {msg}) — it does not exist, "
+                "or it is private and the token cannot read it"
+            )
         elif status == 403:
-            text = (f"GitHub refused access to {self.repo} (403 {msg}) — the token lacks "
-                    "permission to read issues")
+            text = (
+                f"GitHub refused access to {self.repo} (403 {msg}) — the token lacks "
+                "permission to read issues"
+            )
         else:
             text = f"GitHub API error for {self.repo}: {status} {msg} at {resp.request.url.path}"
         return ExtractError(self.scrub(text))

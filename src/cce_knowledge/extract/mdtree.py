@@ -57,8 +57,9 @@ def matches(rel: str, globs: Iterable[str]) -> bool:
     return any(glob_regex(g).match(rel) for g in globs)
 
 
-def walk(root: Path, *, include: Iterable[str], exclude: Iterable[str] = (),
-         warn: Warn | None = None) -> list[tuple[str, Path]]:
+def walk(
+    root: Path, *, include: Iterable[str], exclude: Iterable[str] = (), warn: Warn | None = None
+) -> list[tuple[str, Path]]:
     """(posix relpath, path) of matching files, sorted by relpath.
 
     Hidden entries, vendor/ and node_modules/ are skipped; symlinked directories are
@@ -68,8 +69,13 @@ def walk(root: Path, *, include: Iterable[str], exclude: Iterable[str] = (),
     real_root = root.resolve()
     found: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
-                             and not os.path.islink(os.path.join(dirpath, d)))
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".")
+            and d not in SKIP_DIRS
+            and not os.path.islink(os.path.join(dirpath, d))
+        )
         for name in filenames:
             if name.startswith("."):
                 continue

@@ -62,7 +62,8 @@ def extract_okf(opts: OkfOptions, *, warn: Warn) -> list[KnowledgeRecord]:
     if wiki.is_symlink() or not wiki.is_dir():
         raise ExtractError(
             f"{opts.root} has no promoted wiki/ tree — a knowledge base with no successful "
-            "compilation has nothing searchable (sources/ and staged output are never read)")
+            "compilation has nothing searchable (sources/ and staged output are never read)"
+        )
     info = git_info(kb)
     out: list[KnowledgeRecord] = []
     for rel, p in _wiki_files(wiki, warn):
@@ -86,15 +87,17 @@ def extract_okf(opts: OkfOptions, *, warn: Warn) -> list[KnowledgeRecord]:
         if hit and info is not None:
             updated = updated or hit[1].updated_at
             url = url or info.file_url(*hit)
-        out.append(KnowledgeRecord(
-            id=opts.id_prefix + rel,
-            title=title,
-            body=body,
-            source=opts.source,
-            url=url,
-            state=meta_str(meta, "status", "state"),
-            updated_at=updated,
-            labels=list(dict.fromkeys(meta_list(meta, "tags", "labels"))),
-            group=okf_type,
-        ))
+        out.append(
+            KnowledgeRecord(
+                id=opts.id_prefix + rel,
+                title=title,
+                body=body,
+                source=opts.source,
+                url=url,
+                state=meta_str(meta, "status", "state"),
+                updated_at=updated,
+                labels=list(dict.fromkeys(meta_list(meta, "tags", "labels"))),
+                group=okf_type,
+            )
+        )
     return out

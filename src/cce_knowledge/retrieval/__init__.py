@@ -56,7 +56,11 @@ class Hit:
 
 def configured_min_score(root: str | os.PathLike[str] | None, ranking: str) -> float:
     """The floor when none is given: `knowledge.min_score` for reference, else our default."""
-    if ranking == "reference" and root is not None and os.path.exists(os.path.join(root, ".cce", "config")):
+    if (
+        ranking == "reference"
+        and root is not None
+        and os.path.exists(os.path.join(root, ".cce", "config"))
+    ):
         from cce_knowledge.config import load_knowledge_config
 
         return float(load_knowledge_config(root).min_score)
@@ -130,7 +134,7 @@ def resolve_ranking(root: str | os.PathLike[str] | None, cli_value: str | None) 
 
 
 def search_index_status(root: str | os.PathLike[str]) -> str:
-    """"fresh" | "stale" | "missing" | "absent-store" — for `cce doctor`."""
+    """ "fresh" | "stale" | "missing" | "absent-store" — for `cce doctor`."""
     from cce_knowledge.retrieval.searcher import index_status
 
     return index_status(root)

@@ -53,7 +53,19 @@ def stem(w: str) -> str:
         w = w[:-3] + "y"
     elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
         w = w[:-1]
-    for suf in ("ational", "ation", "ations", "ator", "ness", "ment", "ingly", "edly", "ly", "ing", "ed"):
+    for suf in (
+        "ational",
+        "ation",
+        "ations",
+        "ator",
+        "ness",
+        "ment",
+        "ingly",
+        "edly",
+        "ly",
+        "ing",
+        "ed",
+    ):
         if w.endswith(suf):
             base = w[: -len(suf)]
             if len(base) >= 3 and _has_vowel(base):

@@ -51,6 +51,7 @@ LEAD_B = 0.5
 #: Weight of a neighbouring-word pair relative to a single word of the same idf.
 PAIR_WEIGHT = 0.5
 
+
 #: Part of the index key: any change to the analysis or the numbers bumps it.
 def params() -> str:
     return (
@@ -196,7 +197,9 @@ def term_weight(term: str, term_idf: float) -> float:
     return term_idf * PAIR_WEIGHT if is_pair(term) else term_idf
 
 
-def query_weights(qterms: Sequence[str], idfs: dict[str, float], n: int) -> tuple[list[float], float]:
+def query_weights(
+    qterms: Sequence[str], idfs: dict[str, float], n: int
+) -> tuple[list[float], float]:
     """Per-term weight (idf; pairs scaled; unknown terms count with df = 0) and their sum."""
     ws = [term_weight(t, idfs.get(t, idf(n, 0))) for t in qterms]
     total = 0.0
@@ -205,7 +208,9 @@ def query_weights(qterms: Sequence[str], idfs: dict[str, float], n: int) -> tupl
     return ws, total
 
 
-def best_section(model: DefaultModel, rd: RecordDoc, qterms: Sequence[str], ws: Sequence[float]) -> int:
+def best_section(
+    model: DefaultModel, rd: RecordDoc, qterms: Sequence[str], ws: Sequence[float]
+) -> int:
     """The record's highest-scoring section (first one in store order on ties)."""
     best, best_s = rd.chunks[0], -1.0
     for ci in rd.chunks:
@@ -262,8 +267,10 @@ _CACHE: list[tuple[Sequence[KnowledgeChunk], list[KnowledgeChunk], DefaultModel]
 def model_for(chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
     if _CACHE:
         held, items, model = _CACHE[0]
-        if held is chunks and len(items) == len(chunks) and all(
-            a is b for a, b in zip(items, chunks, strict=True)
+        if (
+            held is chunks
+            and len(items) == len(chunks)
+            and all(a is b for a, b in zip(items, chunks, strict=True))
         ):
             return model
     model = build_model(chunks)

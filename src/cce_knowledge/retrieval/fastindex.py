@@ -55,6 +55,7 @@ SEARCH_DIR = "search"
 #: floats, same order); below it pure Python avoids numpy's import on a cold start.
 NUMPY_POSTINGS = 40_000
 
+
 def search_dir(root: str | os.PathLike[str]) -> Path:
     return Path(root) / ".cce" / "knowledge" / SEARCH_DIR
 
@@ -289,7 +290,12 @@ def _prune(d: Path, keep: str) -> None:
 class FastIndex:
     """A memory-mapped index file; answers both rankings."""
 
-    def __init__(self, path: Path, data: mmap.mmap | bytes, store_loader: Callable[[], KnowledgeStore] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        data: mmap.mmap | bytes,
+        store_loader: Callable[[], KnowledgeStore] | None = None,
+    ) -> None:
         self.path = path
         self._data = data
         mv = memoryview(data)
@@ -370,14 +376,26 @@ class FastIndex:
 
         cid, rid, title, kind, name, state, upd, url, sl, el, content = self.doc(c)
         return KnowledgeChunk(
-            chunk_id=cid, record_id=rid, kind=kind, name=name, start_line=sl, end_line=el,
-            token_count=0, content=content, source="", url=url, state=state,
-            updated_at=upd, title=title,
+            chunk_id=cid,
+            record_id=rid,
+            kind=kind,
+            name=name,
+            start_line=sl,
+            end_line=el,
+            token_count=0,
+            content=content,
+            source="",
+            url=url,
+            state=state,
+            updated_at=upd,
+            title=title,
         )
 
     # -------------------------------------------------- default ranking
 
-    def search(self, query: str, top_k: int, min_score: float, *, ranking: str = "default") -> list[Hit]:
+    def search(
+        self, query: str, top_k: int, min_score: float, *, ranking: str = "default"
+    ) -> list[Hit]:
         if ranking == "reference":
             return self.search_reference(query, top_k, min_score)
         return self.search_default(query, top_k, min_score)
@@ -497,7 +515,9 @@ def _open(path: Path) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def try_open(path: Path, snapshot: str, store_loader: Callable[[], KnowledgeStore] | None = None) -> FastIndex | None:
+def try_open(
+    path: Path, snapshot: str, store_loader: Callable[[], KnowledgeStore] | None = None
+) -> FastIndex | None:
     try:
         data = _open(path)
     except (OSError, ValueError):
@@ -539,7 +559,7 @@ def open_or_build(
 
 
 def status_for(root: Path, snapshot: str) -> str:
-    """"fresh" when the index for the active snapshot and parameters is readable."""
+    """ "fresh" when the index for the active snapshot and parameters is readable."""
     path = index_path(root, snapshot)
     if try_open(path, snapshot) is not None:
         return "fresh"
@@ -550,4 +570,3 @@ def status_for(root: Path, snapshot: str) -> str:
     except OSError:
         pass
     return "missing"
-

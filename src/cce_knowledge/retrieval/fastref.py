@@ -223,7 +223,9 @@ class ReferenceIndex:
 
         n = self.n
         if meta["cnt"] is not None:
-            self.cnt = arr("ref_cnt", {"b": np.int8, "h": np.int16, "i": np.int32}[meta["cnt"]]).reshape(DIM, n)
+            self.cnt = arr(
+                "ref_cnt", {"b": np.int8, "h": np.int16, "i": np.int32}[meta["cnt"]]
+            ).reshape(DIM, n)
             self.norm = arr("ref_norm", np.float64)
             self.emb = None
         else:
@@ -286,7 +288,8 @@ class ReferenceIndex:
         np = self.np
         # Terms are "\n"-separated and `t` has no "\n", so a match never spans two terms.
         pos = np.fromiter(
-            (m.start() for m in re.finditer(re.escape(t.encode("ascii")), self.vocab)), dtype=np.int64
+            (m.start() for m in re.finditer(re.escape(t.encode("ascii")), self.vocab)),
+            dtype=np.int64,
         )
         got = np.unique(np.searchsorted(self.vocab_off, pos, side="right") - 1)
         if len(self._sub_cache) > 4096:
@@ -331,7 +334,11 @@ class ReferenceIndex:
         for d in range(DIM):
             q = qvec[d]
             if q != 0.0:
-                col = self.emb[d] if self.emb is not None else self.cnt[d].astype(np.float64) / self.norm
+                col = (
+                    self.emb[d]
+                    if self.emb is not None
+                    else self.cnt[d].astype(np.float64) / self.norm
+                )
                 cos = cos + q * col
         vkey = _score_keys(np, cos)
         vorder = np.lexsort((self.cid_rank, -vkey))
@@ -383,7 +390,9 @@ class ReferenceIndex:
         key = _score_keys(np, final)
 
         keep = ~(final < min_score)
-        keep &= self._mask_from(self.sh_ptr, self.sh_ids, [i for i in (self._term(t) for t in set(qt)) if i >= 0])
+        keep &= self._mask_from(
+            self.sh_ptr, self.sh_ids, [i for i in (self._term(t) for t in set(qt)) if i >= 0]
+        )
         if self.multi.any():
             keep &= self._cap(key)
         idx = np.nonzero(keep)[0]

@@ -130,9 +130,7 @@ def rank_core(
     return kept
 
 
-def finish_hits(
-    ranked: Sequence[tuple[KnowledgeChunk, float]], top_k: int
-) -> list[Hit]:
+def finish_hits(ranked: Sequence[tuple[KnowledgeChunk, float]], top_k: int) -> list[Hit]:
     """Stable sort (score_key ↓, updated_at ↓ with missing = "", chunk_id ↑), cut, number."""
     from cce_knowledge.retrieval import Hit
 
