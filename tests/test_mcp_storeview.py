@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from cce_knowledge import store as S
 from cce_knowledge.ingest import ingest_feed
 from cce_knowledge.mcp.render import compact_body
-from cce_knowledge.mcp.storeview import LoadedView, StoreView, open_view
 from cce_knowledge.status import store_facts
+from cce_knowledge.storeview import LoadedView, StoreView, open_view
 
 text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=60

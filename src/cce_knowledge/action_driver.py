@@ -165,38 +165,23 @@ class StepFailed(Exception):
 # --------------------------------------------------------------------------- running
 
 
-# The store file is serde_json pretty output (spec-pinned: 2-space indent, one key per
-# line, strings escaped so content never spans lines), so the few facts the summary
-# needs can be read with line-anchored scans instead of decoding 256 floats per chunk —
-# 10x faster on a large corpus. Anything unexpected falls back to the full loader.
-_RE_RECORDS = re.compile(rb'\n  "records": ([0-9]+),\n')
-_CHUNK_KEY = b'\n      "chunk_id": '
-# A literal prefix (no `^` with re.M) lets the regex engine skip ahead at C speed.
-_RE_RECORD_ID = re.compile(rb'\n      "record_id": ("[^\n]*"),\n')
-_RE_UPDATED = re.compile(rb'\n      "updated_at": ("[^\n]*"),\n')
-
-
 def store_facts(root: str) -> tuple[str, int, int, int, str]:
-    """(snapshot, records, chunks, distinct record ids, data_as_of) of the active store."""
-    from cce_knowledge import store
+    """(snapshot, records, chunks, distinct record ids, data_as_of) of the active store.
 
-    snapshot = store.read_current(root)
-    data = store.store_path(root, snapshot).read_bytes()
-    m = _RE_RECORDS.search(data)
-    n_chunks = data.count(_CHUNK_KEY)
-    ids = _RE_RECORD_ID.findall(data)
-    if m is None or len(ids) != n_chunks:
-        s = store.load_current(root)
-        stamps = [c.updated_at for c in s.chunks if c.updated_at]
-        return (
-            s.snapshot,
-            s.records,
-            len(s.chunks),
-            len({c.record_id for c in s.chunks}),
-            max(stamps) if stamps else "",
-        )
-    stamps = [json.loads(v) for v in _RE_UPDATED.findall(data)]
-    return snapshot, int(m[1]), n_chunks, len(set(ids)), max(stamps) if stamps else ""
+    Read through the mapped store view (no float decoding), which falls back to the
+    full loader for a store not in the pinned layout.
+    """
+    from cce_knowledge import store
+    from cce_knowledge.storeview import open_view
+
+    view = open_view(store.store_path(root, store.read_current(root)))
+    return (
+        view.snapshot,
+        view.records,
+        view.chunk_count,
+        len(set(view.record_ids)),
+        view.data_as_of() or "",
+    )
 
 
 class Driver:

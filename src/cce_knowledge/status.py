@@ -197,7 +197,7 @@ class StoreFacts:
 def store_facts(root: str | os.PathLike[str]) -> StoreFacts:
     """Facts of the active store, read by mapping the file instead of parsing all of it
     (a 100k-record store is most of a gigabyte). Raises StoreError like `load_current`."""
-    from cce_knowledge.mcp.storeview import open_view
+    from cce_knowledge.storeview import open_view
 
     try:
         view = open_view(store_path(root, read_current(root)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from cce_knowledge.engine.tokenizer import estimate_tokens
 from cce_knowledge.rustcompat import format6, rs_is_blank, rs_lines, rs_trim_end, score_key
+from cce_knowledge.storeview import Section
 
 #: Shown before the body when `current` names a store that cannot be loaded.
 KNOWLEDGE_LOAD_NOTICE = (
@@ -123,18 +124,6 @@ def compact_body(content: str) -> str:
             elided = len(lines) - (i + 1)
             return f"{first}\n… (+{elided} lines)" if elided > 0 else first
     return ""
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """One knowledge chunk as the expand/related group renderer needs it."""
-
-    record_id: str
-    start_line: int
-    end_line: int
-    kind: str
-    chunk_id: str
-    content: str
 
 
 def section_header(s: Section, display: Callable[[str], str]) -> str:

@@ -21,9 +21,9 @@ from typing import Any
 from cce_knowledge.config import KnowledgeConfig, config_path, load_knowledge_config
 from cce_knowledge.errors import StoreError, UsageError
 from cce_knowledge.mcp import render
-from cce_knowledge.mcp.storeview import Signature, StoreView, current_signature, open_view
 from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
 from cce_knowledge.store import store_path
+from cce_knowledge.storeview import Signature, StoreView, current_signature, open_view
 
 log = logging.getLogger("cce_knowledge.mcp")
 

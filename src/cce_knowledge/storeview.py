@@ -1,9 +1,10 @@
 """Random access to a knowledge store file without parsing all of it.
 
 A store is one pretty-printed JSON file with 256 floats per chunk: tens of MB for
-a few thousand records, most of a gigabyte at 100k. The server needs only a few
-facts (counts, data as-of) and, for expand/related, a handful of chunks, so it
-maps the file and indexes where each chunk object starts. The layout is the
+a few thousand records, most of a gigabyte at 100k. The MCP server, `status` and the
+Action's summary need only a few facts (counts, data as-of) and, for expand/related,
+a handful of chunks, so the view maps the file and indexes where each chunk object
+starts. The layout is the
 pinned store layout (conformance-core.md §5.2): each chunk object begins with
 `    {` / `      "chunk_id": …` / `      "record_id": …` lines, and strings never
 contain a raw newline, so those line patterns can only be structure.
@@ -21,8 +22,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from cce_knowledge.mcp.render import Section
 
 if TYPE_CHECKING:
     from cce_knowledge.store import KnowledgeStore
@@ -49,6 +48,18 @@ def _jstr(quoted: bytes) -> str:
         return quoted[1:-1].decode("utf-8")
     out: str = json.loads(quoted.decode("utf-8"))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One chunk's addressing facts and content (what expand/related render)."""
+
+    record_id: str
+    start_line: int
+    end_line: int
+    kind: str
+    chunk_id: str
+    content: str
 
 
 @dataclass(frozen=True, slots=True)
