@@ -13,7 +13,6 @@ import hashlib
 import os
 import threading
 import time
-import urllib.parse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from cce_knowledge.errors import StoreError
 from cce_knowledge.store import KnowledgeStore, read_current, store_path
 from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
+from cce_knowledge.urls import display_url
 
 #: Default bound on one remote lookup (a clone/fetch of the cache repo).
 DEFAULT_REMOTE_TIMEOUT = 8.0
@@ -45,20 +45,9 @@ class RemoteInfo:
 
 
 def strip_credentials(url: str) -> str:
-    """A remote URL fit to print: userinfo (tokens) and query strings removed.
-
-    `https://x-access-token:ghp_…@github.com/o/r.git` → `https://github.com/o/r.git`.
-    scp-like `git@host:o/r.git` carries no secret and is kept as is.
-    """
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return _redact(url)
-    if not parts.scheme or parts.scheme == "file" or "@" not in parts.netloc:
-        cleaned = url if not parts.query else urllib.parse.urlunsplit(parts._replace(query=""))
-        return _redact(cleaned)
-    host = parts.netloc.rsplit("@", 1)[1]
-    return _redact(urllib.parse.urlunsplit(parts._replace(netloc=host, query="")))
+    """A remote URL fit to print (`urls.display_url`), with any secret-shaped rest
+    (a token in the path) redacted too."""
+    return _redact(display_url(url))
 
 
 def _redact(text: str) -> str:

@@ -18,8 +18,9 @@ from urllib.parse import quote
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.errors import ExtractError, UsageError
 from cce_knowledge.extract.frontmatter import first_heading, meta_list, meta_str, split_frontmatter
-from cce_knowledge.extract.gitmeta import GitInfo, git_info, redact_url
+from cce_knowledge.extract.gitmeta import GitInfo, git_info
 from cce_knowledge.extract.mdtree import DEFAULT_GLOBS, Warn, read_text, walk
+from cce_knowledge.urls import display_url
 
 
 @dataclass(slots=True)
@@ -104,7 +105,7 @@ def checkout(opts: DocsOptions) -> Iterator[tuple[Path, str | None]]:
     import git
 
     assert opts.repo is not None
-    shown = redact_url(opts.repo)
+    shown = display_url(opts.repo)
     with tempfile.TemporaryDirectory(prefix="cce-docs-") as tmp:
         try:
             repo = git.Repo.clone_from(opts.repo, tmp, multi_options=["--no-recurse-submodules"])
@@ -131,7 +132,7 @@ def extract_docs(opts: DocsOptions, *, warn: Warn | None = None) -> list[Knowled
     with checkout(opts) as (root, remote):
         info = git_info(root, remote_url=remote)
         files = walk(root, include=opts.globs or DEFAULT_GLOBS, exclude=opts.exclude, warn=warn)
-        shown = opts.root if opts.root is not None else redact_url(opts.repo or "")
+        shown = opts.root if opts.root is not None else display_url(opts.repo or "")
         return [
             markdown_record(
                 rel,

@@ -69,17 +69,6 @@ def web_url(remote: str | None) -> str | None:
     return f"https://{host}/{path}"
 
 
-def redact_url(url: str) -> str:
-    """A URL fit for an error message (userinfo removed)."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
-        return parts._replace(netloc=netloc).geturl()
-    return url
-
-
 def git_info(root: Path, *, remote_url: str | None = None) -> GitInfo | None:
     """Metadata for the work tree holding `root`, or None if it is not in one."""
     import git
