@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cce_knowledge.errors import CceError, StoreError
-from cce_knowledge.rustcompat import format6
+from cce_knowledge.rustcompat import format6, io_error_text
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval import Hit
@@ -92,13 +92,6 @@ def _mean(xs: list[float]) -> float:
     return s / len(xs) if xs else 0.0
 
 
-def _io_text(e: OSError) -> str:
-    # Rust's io::Error Display: "<strerror> (os error N)".
-    if e.errno is not None and e.strerror:
-        return f"{e.strerror} (os error {e.errno})"
-    return str(e)
-
-
 def resolve_corpus_path(suite_path: str, corpus: str) -> str:
     """`dirname(suite) / corpus` (an absolute corpus replaces it; a bare suite name keeps corpus)."""
     return os.path.join(os.path.dirname(suite_path), corpus)
@@ -117,7 +110,7 @@ def run_ask(
     try:
         text = Path(suite_path).read_bytes().decode("utf-8")
     except OSError as e:
-        raise CceError(f"could not read suite {suite_path}: {_io_text(e)}") from e
+        raise CceError(f"could not read suite {suite_path}: {io_error_text(e)}") from e
     except UnicodeDecodeError as e:
         raise CceError(
             f"could not read suite {suite_path}: stream did not contain valid UTF-8"
@@ -160,7 +153,7 @@ def run_ask(
         try:
             raw = Path(feed_path).read_bytes()
         except OSError as e:
-            raise CceError(f"could not read corpus feed {feed_path}: {_io_text(e)}") from e
+            raise CceError(f"could not read corpus feed {feed_path}: {io_error_text(e)}") from e
         store = ingest_feed(raw, 400)
         label = suite.corpus
         if min_score is None:

@@ -32,7 +32,7 @@ from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redactor import redact
 from cce_knowledge.errors import CceError, ContractError
 from cce_knowledge.jsonout import json_str
-from cce_knowledge.rustcompat import rs_trim
+from cce_knowledge.rustcompat import io_error_text, rs_trim
 from cce_knowledge.store import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -373,13 +373,6 @@ UTF8_ERROR = "stream did not contain valid UTF-8"
 # ---------------------------------------------------------------- feed manifest
 
 
-def _io(e: OSError) -> str:
-    """An OS error as Rust's io::Error displays it."""
-    if e.errno is not None and e.strerror:
-        return f"{e.strerror} (os error {e.errno})"
-    return str(e)
-
-
 def check_manifest(path: str, raw: bytes, records: int) -> None:
     """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed (§9)."""
     manifest = read_manifest(path)
@@ -409,7 +402,7 @@ def index_to_root(
     try:
         raw = Path(feed).read_bytes()
     except OSError as e:
-        raise CceError(f"could not read {feed}: {_io(e)}") from e
+        raise CceError(f"could not read {feed}: {io_error_text(e)}") from e
     if budget == 0:
         budget = DEFAULT_BUDGET
     # Chunk bodies stream into an anonymous spool file as workers finish, so memory
@@ -425,7 +418,7 @@ def index_to_root(
                 raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
             raise
         except OSError as e:  # the spool itself could not be written
-            raise CceError(f"could not write knowledge store: {_io(e)}") from e
+            raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
         if manifest is not None:
             check_manifest(manifest, raw, col.records)
         snapshot = snapshot_id(raw)
@@ -444,7 +437,7 @@ def index_to_root(
             with dir_lock(knowledge_dir(root), what="knowledge index"):
                 save_store_bytes(root, snapshot, parts())
         except OSError as e:
-            raise CceError(f"could not write knowledge store: {_io(e)}") from e
+            raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
     result.store_display = f"{display_dir(root)}/{result.snapshot}.json"
     return result
 

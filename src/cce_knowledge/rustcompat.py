@@ -164,3 +164,10 @@ def rust_debug_str(s: str) -> str:
 
 def utf8_len(s: str) -> int:
     return len(s.encode("utf-8"))
+
+
+def io_error_text(e: OSError) -> str:
+    """Rust's `io::Error` display: `No such file or directory (os error 2)`."""
+    if e.errno is not None and e.strerror:
+        return f"{e.strerror} (os error {e.errno})"
+    return str(e)

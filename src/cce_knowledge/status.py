@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge.errors import StoreError
+from cce_knowledge.rustcompat import io_error_text
 from cce_knowledge.store import KnowledgeStore, read_current, store_path
 from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
 from cce_knowledge.urls import display_url
@@ -144,13 +145,6 @@ class ChecksumState:
     error: str | None = None
 
 
-def _io_text(e: OSError) -> str:
-    """An OS error as Rust's io::Error displays it (`… (os error N)`)."""
-    if e.errno is not None and e.strerror:
-        return f"{e.strerror} (os error {e.errno})"
-    return str(e)
-
-
 def check_installed_bytes(root: str | os.PathLike[str], marker: SyncMarker | None) -> ChecksumState:
     if marker is None:
         return ChecksumState("local")
@@ -159,7 +153,7 @@ def check_installed_bytes(root: str | os.PathLike[str], marker: SyncMarker | Non
     try:
         data = store_path(root, marker.snapshot).read_bytes()
     except OSError as e:
-        return ChecksumState("unreadable", expected=marker.installed_sha256, error=_io_text(e))
+        return ChecksumState("unreadable", expected=marker.installed_sha256, error=io_error_text(e))
     actual = hashlib.sha256(data).hexdigest()
     if actual != marker.installed_sha256:
         return ChecksumState("mismatch", expected=marker.installed_sha256, actual=actual)
@@ -194,7 +188,7 @@ def store_facts(root: str | os.PathLike[str]) -> StoreFacts:
             view.schema, view.snapshot, view.records, view.chunk_count, view.data_as_of()
         )
     except OSError as e:
-        raise StoreError(_io_text(e)) from e
+        raise StoreError(io_error_text(e)) from e
     except (ValueError, UnicodeDecodeError) as e:
         raise StoreError(str(e)) from e
 

@@ -24,7 +24,7 @@ from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.errors import StoreError
 from cce_knowledge.jsonout import json_str as _json_str_checked
-from cce_knowledge.rustcompat import rs_trim, serde_f64
+from cce_knowledge.rustcompat import io_error_text, rs_trim, serde_f64
 
 # The C string encoder `json.dumps(s, ensure_ascii=False)` ends in, minus two Python
 # call layers: the store writes ~15 strings per chunk. Tests pin equality.
@@ -296,7 +296,7 @@ def load_current(root: str | os.PathLike[str]) -> KnowledgeStore:
         snap = read_current(root)
         data = store_path(root, snap).read_bytes()
     except OSError as e:
-        raise StoreError(f"{e.strerror or e} (os error {e.errno})") from e
+        raise StoreError(io_error_text(e)) from e
     try:
         return loads(data)
     except (ValueError, UnicodeDecodeError) as e:

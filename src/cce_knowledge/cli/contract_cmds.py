@@ -169,8 +169,8 @@ def run_manifest(args: argparse.Namespace) -> int:
     try:
         atomic_write(out, data)
     except OSError as e:
-        from cce_knowledge.contract.ndjson import io_error_text
         from cce_knowledge.errors import CceError
+        from cce_knowledge.rustcompat import io_error_text
 
         raise CceError(f"could not write {out}: {io_error_text(e)}") from None
     print(f"wrote {out}: {len(records)} records, sha256 {feed_sha256(raw)}")

@@ -165,7 +165,7 @@ def parse_suite(text: str) -> AskSuite:
 
 def read_suite(path: str | Path) -> str:
     """Read a suite file as UTF-8: `could not read suite {path}: {io error}`."""
-    from cce_knowledge.contract.ndjson import io_error_text
+    from cce_knowledge.rustcompat import io_error_text
 
     try:
         raw = Path(path).read_bytes()

@@ -79,7 +79,7 @@ def parse_manifest(text: str) -> FeedManifest:
 
 def read_manifest(path: str | os.PathLike[str]) -> FeedManifest:
     """Read and parse a sidecar: `could not read feed manifest {path}: {io}`."""
-    from cce_knowledge.contract.ndjson import io_error_text
+    from cce_knowledge.rustcompat import io_error_text
 
     shown = os.fspath(path)
     try:

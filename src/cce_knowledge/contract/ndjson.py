@@ -32,7 +32,7 @@ from cce_knowledge.contract.jsonparse import (
 )
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.errors import ContractError
-from cce_knowledge.rustcompat import RUST_WS_CHARS
+from cce_knowledge.rustcompat import RUST_WS_CHARS, io_error_text
 
 KNOWLEDGE_SCHEMA_ID = "cce.knowledge/v1"
 
@@ -79,13 +79,6 @@ class FeedLineError:
 
 
 # -- reading ------------------------------------------------------------------
-
-
-def io_error_text(e: OSError) -> str:
-    """Rust's `io::Error` display: `No such file or directory (os error 2)`."""
-    if e.errno is not None and e.strerror:
-        return f"{e.strerror} (os error {e.errno})"
-    return str(e)
 
 
 def check_is_file(path: str | os.PathLike[str]) -> None:
