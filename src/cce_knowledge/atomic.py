@@ -13,6 +13,7 @@ import fcntl
 import itertools
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -69,6 +70,41 @@ class LockBusy(CceError):
 
 
 @contextlib.contextmanager
+def file_lock(
+    path: str | os.PathLike[str],
+    *,
+    busy: str,
+    timeout: float | None = None,
+    error: type[CceError] = LockBusy,
+) -> Iterator[None]:
+    """Hold an exclusive advisory lock (flock) on `path` for the block.
+
+    `timeout=None` waits as long as it takes; otherwise a lock still held after
+    `timeout` seconds (0: at once) raises `error(busy)`. The lock dies with the
+    process, so a killed writer never leaves a stale lock behind.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise error(busy) from None
+                    time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def dir_lock(directory: str | os.PathLike[str], *, what: str, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive advisory lock on `directory/.lock` for the block.
 
@@ -77,15 +113,6 @@ def dir_lock(directory: str | os.PathLike[str], *, what: str, wait: bool = True)
     """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        flags = fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB)
-        try:
-            fcntl.flock(fd, flags)
-        except OSError as e:
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise LockBusy(f"another {what} is running on {d} — wait for it to finish") from e
-            raise
+    busy = f"another {what} is running on {d} — wait for it to finish"
+    with file_lock(d / ".lock", busy=busy, timeout=None if wait else 0):
         yield
-    finally:
-        os.close(fd)

@@ -14,7 +14,6 @@ run detects and refuses (rerun with `--full`).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cce_knowledge.atomic import atomic_write
+from cce_knowledge.atomic import atomic_write, file_lock
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.errors import ExtractError, UsageError
 from cce_knowledge.extract.feed import feed_bytes, record_dict, record_from_dict
@@ -125,17 +124,9 @@ def _exclusive(checkpoint: str | None) -> Iterator[None]:
     if checkpoint is None:
         yield
         return
-    fd = os.open(f"{checkpoint}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ExtractError(
-                f"another extraction is using checkpoint {checkpoint} — wait for it to finish"
-            ) from None
+    busy = f"another extraction is using checkpoint {checkpoint} — wait for it to finish"
+    with file_lock(f"{checkpoint}.lock", busy=busy, timeout=0, error=ExtractError):
         yield
-    finally:
-        os.close(fd)
 
 
 def run_github(

@@ -17,17 +17,16 @@ Differences from the reference that do not change the wire:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import git
 
+from cce_knowledge.atomic import file_lock
 from cce_knowledge.errors import SyncError
 from cce_knowledge.rustcompat import rs_trim
 from cce_knowledge.sync import keys as K
@@ -417,23 +416,6 @@ class GitCache:
         return True
 
 
-def _lock(fd: int, timeout: float | None) -> None:
-    if timeout is None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise SyncError(
-                    "the sync working clone is busy (another cce command holds it)"
-                ) from None
-            time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def open_cache(
     remote: Remote, *, for_write: bool = False, lock_timeout: float | None = None
@@ -448,11 +430,8 @@ def open_cache(
         home.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SyncError(f"cannot create sync home: {e}") from e
-    fd = os.open(home / f".{d.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        _lock(fd, lock_timeout)
+    busy = "the sync working clone is busy (another cce command holds it)"
+    with file_lock(home / f".{d.name}.lock", busy=busy, timeout=lock_timeout, error=SyncError):
         cache = GitCache(remote, d)
         cache.open(for_write=for_write)
         yield cache
-    finally:
-        os.close(fd)
