@@ -17,9 +17,11 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cce_knowledge.rustcompat import rust_debug_str, serde_f64
+
+_T = TypeVar("_T")
 
 _WS = b" \t\n\r"
 _DIGITS = b"0123456789"
@@ -364,6 +366,22 @@ class Scanner:
             return True
         raise self.peek_err("expected `,` or `]`")
 
+    def seq(self, element: Callable[[], _T]) -> list[_T]:
+        """A JSON array at `self.i` (the `[`), each element read by `element`, with
+        the depth limit and the `$.field[i]` error path kept."""
+        self.enter()
+        self.i += 1
+        out: list[_T] = []
+        first = True
+        while self.has_next_element(first):
+            first = False
+            self.path.append(len(out))
+            out.append(element())
+            self.path.pop()
+        self.end_seq()
+        self.leave()
+        return out
+
     def end_seq(self) -> None:
         c = self.ws()
         if c == 0x5D:
@@ -443,18 +461,7 @@ class Scanner:
         if c in _DIGITS:
             return self.number(True)
         if c == 0x5B:
-            self.enter()
-            self.i += 1
-            out: list[Any] = []
-            first = True
-            while self.has_next_element(first):
-                first = False
-                self.path.append(len(out))
-                out.append(self.value())
-                self.path.pop()
-            self.end_seq()
-            self.leave()
-            return out
+            return self.seq(self.value)
         if c == 0x7B:
             self.enter()
             self.i += 1
@@ -614,18 +621,7 @@ class Scanner:
             raise self.peek_err("EOF while parsing a value")
         if c != 0x5B:
             raise self.invalid_type("a sequence")
-        self.enter()
-        self.i += 1
-        out: list[str] = []
-        first = True
-        while self.has_next_element(first):
-            first = False
-            self.path.append(len(out))
-            out.append(self.str_field())
-            self.path.pop()
-        self.end_seq()
-        self.leave()
-        return out
+        return self.seq(self.str_field)
 
     def opt_value_field(self) -> Any:
         if self.ws() == 0x6E:
