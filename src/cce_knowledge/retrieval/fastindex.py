@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.errors import StoreError
 from cce_knowledge.retrieval.analyze import query_terms
-from cce_knowledge.retrieval.default import PARAMS, idf, term_weight
+from cce_knowledge.retrieval.default import (
+    PARAMS,
+    RERANK,
+    candidate_floor,
+    final_score,
+    idf,
+    term_weight,
+)
 from cce_knowledge.rustcompat import rs_trim, score_key
 
 if TYPE_CHECKING:
@@ -48,7 +55,7 @@ if TYPE_CHECKING:
     from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
 
 MAGIC = b"CCESIX01"
-FORMAT = 2
+FORMAT = 3  # 3: title postings for the re-ranking
 INDEX_KEY = hashlib.sha256(f"format={FORMAT};{PARAMS}".encode()).hexdigest()[:8]
 SEARCH_DIR = "search"
 #: Above this many postings per query the default ranking sums with numpy (same
@@ -201,6 +208,13 @@ def build_bytes(
         sections[name + "_w"] = ws[o].tobytes()
 
     csr("rec", list(range(len(model.records))), [rd.sat for rd in model.records])
+    # Which records have a term in their title (the weights are unused).
+    csr(
+        "tit",
+        list(range(len(model.records))),
+        [dict.fromkeys(sorted(rd.title), 0.0) for rd in model.records],
+    )
+    del sections["tit_w"]
     for rd in model.records:
         rd.sat = {}  # the model is private to this build: free each part once written
     csr("sec", live_to_doc, model.section_w)
@@ -323,6 +337,8 @@ class FastIndex:
         self.sec_ids = self.arr("sec_ids", "i")
         self.sec_w = self.arr("sec_w", "f")
         self.rec_chunk_ptr = self.arr("rec_chunk_ptr", "q")
+        self.tit_ptr = self.arr("tit_ptr", "q")
+        self.tit_ids = self.arr("tit_ids", "i")
         self.docs = self.raw("docs")
         self.doc_off = self.arr("doc_off", "q")
         self.n_terms = len(self.term_idf)
@@ -419,7 +435,7 @@ class FastIndex:
         rec_ptr, rec_ids, rec_w = self.rec_ptr, self.rec_ids, self.rec_w
         postings = sum(rec_ptr[i + 1] - rec_ptr[i] for i in tids if i >= 0)
         if postings > NUMPY_POSTINGS:
-            scored = self._accumulate_np(tids, ws, total, min_score, top_k)
+            scored = self._accumulate_np(tids, ws, total, max(top_k, RERANK))
         else:
             acc: dict[int, float] = {}
             for i, w in zip(tids, ws, strict=True):
@@ -430,28 +446,45 @@ class FastIndex:
                 for r, x in zip(rec_ids[a:b], rec_w[a:b], strict=True):
                     acc[r] = get(r, 0.0) + w * x
             scored = [(r, s / total) for r, s in acc.items()]
-            scored = [(r, s) for r, s in scored if not s < min_score]
         if not scored:
             return []
-        if len(scored) > top_k:
+        # The best shares are re-ranked (default.search_model); the rest keep their share.
+        floor = candidate_floor([sc for _, sc in scored])
+        finals: list[tuple[int, float]] = []
+        best_of: dict[int, int] = {}
+        for r, s in scored:
+            if s >= floor:
+                c, top2 = self._sections(r, tids, ws, True)
+                best_of[r] = c
+                f = final_score(s, self._title_cover(r, tids, ws) / total, top2 / total)
+            else:
+                f = final_score(s, 0.0, 0.0)
+            if not f < min_score:
+                finals.append((r, f))
+        if len(finals) > top_k:
             # Only records whose 6-decimal key can reach the k-th best can make the cut;
             # equal keys lie within 1e-6 of each other, so prefilter on the raw score.
-            kth_raw = heapq.nlargest(top_k, [sc for _, sc in scored])[-1]
+            kth_raw = heapq.nlargest(top_k, [sc for _, sc in finals])[-1]
             kth = score_key(kth_raw)
-            scored = [(r, sc) for r, sc in scored if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
+            finals = [(r, sc) for r, sc in finals if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
         pairs = []
-        for r, s in scored:
-            c = self._best_section(r, tids, ws)
-            pairs.append((self.chunk(c), s))
+        for r, f in finals:
+            got = best_of.get(r)
+            c = self._sections(r, tids, ws, False)[0] if got is None else got
+            pairs.append((self.chunk(c), f))
         return finish_hits(pairs, top_k)
 
     def _accumulate_np(
-        self, tids: list[int], ws: list[float], total: float, min_score: float, top_k: int
+        self, tids: list[int], ws: list[float], total: float, keep: int
     ) -> list[tuple[int, float]]:
         """The same sums with numpy (long postings): per record, terms added in query order.
 
         Weights are widened to float64 before the multiply so every product equals the
-        Python `float * float` of the small path; unmatched records are masked out.
+        Python `float * float` of the small path; unmatched records are masked out. Only
+        records within 2e-6 of the `keep`-th best share are returned: any other has at
+        least `keep` records with a strictly higher final 6-decimal key (finals are
+        monotone in the share and divided by ≤ 1.4), so it can neither be a re-ranking
+        candidate nor reach the top k.
         """
         import numpy as np
 
@@ -467,19 +500,33 @@ class FastIndex:
             acc[ids] += w * w_all[a:b].astype(np.float64)
             hit[ids] = True
         sc = acc / total
-        keep = hit & ~(sc < min_score)
-        idx = np.nonzero(keep)[0]
-        if len(idx) > top_k:
+        idx = np.nonzero(hit)[0]
+        if len(idx) > keep:
             vals = sc[idx]
-            kth_raw = float(np.partition(vals, len(vals) - top_k)[len(vals) - top_k])
+            kth_raw = float(np.partition(vals, len(vals) - keep)[len(vals) - keep])
             idx = idx[vals >= kth_raw - 2e-6]
         return [(int(r), float(sc[r])) for r in idx]
 
-    def _best_section(self, r: int, tids: list[int], ws: list[float]) -> int:
-        """First section of record r with the highest Σ w·weight (terms in query order)."""
+    def _title_cover(self, r: int, tids: list[int], ws: list[float]) -> float:
+        """Σ weight of the query terms in record r's title (query order)."""
+        tit_ptr, tit_ids = self.tit_ptr, self.tit_ids
+        s = 0.0
+        for i, w in zip(tids, ws, strict=True):
+            if i < 0:
+                continue
+            a, b = tit_ptr[i], tit_ptr[i + 1]
+            j = bisect.bisect_left(tit_ids, r, a, b)
+            if j < b and tit_ids[j] == r:
+                s += w
+        return s
+
+    def _sections(self, r: int, tids: list[int], ws: list[float], top2: bool) -> tuple[int, float]:
+        """First section of record r with the highest Σ w·weight (terms in query order)
+        and, when asked, the sum of its two highest section scores (as in
+        default.section_scores)."""
         c0, c1 = self.rec_chunk_ptr[r], self.rec_chunk_ptr[r + 1]
-        if c1 - c0 == 1:
-            return c0
+        if c1 - c0 == 1 and not top2:
+            return c0, 0.0
         sec_ptr, sec_ids, sec_w = self.sec_ptr, self.sec_ids, self.sec_w
         acc: dict[int, float] = {}
         get = acc.get
@@ -493,11 +540,16 @@ class FastIndex:
                 c = sec_ids[j]
                 acc[c] = get(c, 0.0) + w * sec_w[j]
         best, best_s = c0, -1.0
+        top_a = top_b = 0.0
         for c in range(c0, c1):
             sc = get(c, 0.0)
             if sc > best_s:
                 best, best_s = c, sc
-        return best
+            if sc > top_a:
+                top_a, top_b = sc, top_a
+            elif sc > top_b:
+                top_b = sc
+        return best, top_a + top_b
 
     # -------------------------------------------------- reference ranking
 
