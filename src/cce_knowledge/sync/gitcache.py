@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import unquote, urlsplit
 
 import git
 
@@ -57,6 +58,9 @@ class GitCache:
         self._lfs = lfs_available()
         self._git = git.Git()
         self._env = self._build_env()
+        #: read a local remote's LFS objects in place; CCE_LFS_IN_PLACE=0 always goes
+        #: through `git lfs fetch` (tests and the benchmark cover both)
+        self.read_local_lfs = os.environ.get("CCE_LFS_IN_PLACE", "1") != "0"
 
     # ------------------------------------------------------------ plumbing
 
@@ -173,7 +177,8 @@ class GitCache:
         return heads[0] if len(heads) == 1 else "main"
 
     def open(self, *, for_write: bool) -> None:
-        if not (self.dir / ".git").is_dir():
+        cloned = not (self.dir / ".git").is_dir()
+        if cloned:
             self._clone()
         else:
             self._heal()
@@ -182,7 +187,8 @@ class GitCache:
         if for_write and self._lfs:
             # Installs the pre-push hook that uploads LFS objects; failures are not fatal.
             self.run("lfs", "install", "--local", check=False)
-        self.fetch()
+        if not cloned:  # a fresh clone has just fetched
+            self.fetch()
 
     # ------------------------------------------------------------ reads
 
@@ -223,6 +229,43 @@ class GitCache:
                 raise SyncError(self.scrub(f"could not read {key} after checkout: {err.strip()}"))
             return out
         return data
+
+    def artifact_source(self, key: str) -> bytes | Path:
+        """An artifact's bytes, or for an LFS-stored key the path of a file holding them.
+
+        The file is the local remote's own LFS object read in place (a file:// or path
+        remote, like `git clone --local` sharing objects), else the object fetched into
+        the clone's LFS store — never a copy through a pipe. Content is verified by the
+        caller (the `.cck` checksum), so a stale or wrong file cannot slip through."""
+        status, blob, _ = self.run("cat-file", "blob", f"{self.origin}:{key}", check=False)
+        if status != 0:
+            raise SyncError(f"cache miss: {key} not found on the remote")
+        ptr = lfs_pointer(blob)
+        if ptr is None or not self._lfs:
+            return blob
+        oid, size = ptr
+        for store in self._local_lfs_stores() if self.read_local_lfs else []:
+            obj = store / oid[:2] / oid[2:4] / oid
+            if _has_size(obj, size):
+                return obj
+        status, out, _ = self.run("rev-parse", "--verify", "--quiet", self.origin, check=False)
+        if status == 0:
+            self.run("lfs", "fetch", "origin", out.decode().strip(), "-I", key, check=False)
+            obj = self.dir / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+            if _has_size(obj, size):
+                return obj
+        return self.get(key)  # smudge through a pipe, with its error message
+
+    def _local_lfs_stores(self) -> list[Path]:
+        """LFS object directories of a remote on this machine (none for network remotes)."""
+        url = self.remote.url
+        if url.startswith("file://"):
+            base = Path(unquote(urlsplit(url).path))
+        elif os.path.isabs(url):
+            base = Path(url)
+        else:
+            return []
+        return [base / "lfs" / "objects", base / ".git" / "lfs" / "objects"]
 
     def ls_tree_names(self, *args: str) -> list[str]:
         status, out, _ = self.run("ls-tree", *args, check=False)
@@ -414,6 +457,29 @@ class GitCache:
 
         self.transact(apply, message)
         return True
+
+
+def lfs_pointer(blob: bytes) -> tuple[str, int] | None:
+    """(sha256 oid, size) of a git-lfs pointer blob, else None."""
+    if not blob.startswith(LFS_POINTER_PREFIX) or len(blob) >= 1024:
+        return None
+    oid: str | None = None
+    size: int | None = None
+    for line in blob.decode("ascii", "replace").split("\n"):
+        if line.startswith("oid sha256:"):
+            cand = line[len("oid sha256:") :]
+            if len(cand) == 64 and all(c in "0123456789abcdef" for c in cand):
+                oid = cand
+        elif line.startswith("size ") and line[5:].isdigit():
+            size = int(line[5:])
+    return (oid, size) if oid is not None and size is not None else None
+
+
+def _has_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

@@ -8,11 +8,14 @@ keep seeing the previously active store; a failure anywhere before that leaves i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cce_knowledge.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.errors import CceError, SyncError
@@ -24,6 +27,7 @@ from cce_knowledge.sync.cck import (
     import_keyed_to_store_parts,
     prefetch_numpy,
 )
+from cce_knowledge.sync.cck_stream import NotCanonical, native, stream_store_parts
 from cce_knowledge.sync.gitcache import GitCache, open_cache
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
@@ -70,25 +74,32 @@ def check_marker_guard(root: str | os.PathLike[str], corpus_id: str) -> None:
 def install(
     root: str | os.PathLike[str],
     manifest: CckManifest,
-    store_bytes: bytes | Sequence[bytes],
+    store_bytes: bytes | Iterable[bytes],
     corpus_id: str,
     requested: str,
 ) -> tuple[Path, str | None]:
-    """Write snapshot → read back → marker → `current` → prune. Returns (path, sha256)."""
+    """Write snapshot → marker → `current` → prune. Returns (path, sha256).
+
+    `installed_sha256` hashes the bytes as they are written (the same bytes a
+    read-back would see, without a second pass over a large store). An exception
+    from a streamed `store_bytes` (e.g. NotCanonical) leaves nothing installed."""
     d = knowledge_dir(root)
     snap = manifest.snapshot
     path = d / f"{snap}.json"
+    h = hashlib.sha256()
+
+    def hashed(parts: Iterable[bytes]) -> Iterator[bytes]:
+        for part in parts:
+            h.update(part)
+            yield part
+
     try:
         d.mkdir(parents=True, exist_ok=True)
         parts = (store_bytes,) if isinstance(store_bytes, bytes) else store_bytes
-        atomic_write_parts(path, parts)
+        atomic_write_parts(path, hashed(parts), flush_early=True)
     except OSError as e:
         raise SyncError(f"could not write the knowledge store under {os.fspath(root)}: {e}") from e
-    try:
-        with open(path, "rb") as f:
-            installed: str | None = hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError:
-        installed = None
+    installed = h.hexdigest()
     try:
         write_marker(root, SyncMarker(corpus_id, requested, manifest.checksum, installed))
     except OSError as e:
@@ -109,6 +120,50 @@ def fetch_store_bytes(cache: GitCache, corpus_id: str, snapshot: str) -> tuple[C
     return import_keyed_to_store_bytes(key, cache.get(key))
 
 
+@contextlib.contextmanager
+def _mapped(source: bytes | Path) -> Iterator[Any]:
+    """The artifact as a buffer: bytes as given, a file memory-mapped read-only."""
+    if isinstance(source, bytes):
+        yield source
+        return
+    try:
+        f = open(source, "rb")
+    except OSError as e:
+        raise SyncError(f"cannot read the fetched artifact {source}: {e}") from e
+    with f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            yield mm
+
+
+def _check_manifest_snapshot(key: str, manifest: CckManifest) -> None:
+    # Never trust the manifest to name a file path outside the knowledge dir.
+    if not K.is_snapshot_id(manifest.snapshot):
+        raise SyncError(
+            f"{key}: manifest snapshot `{manifest.snapshot}` is not a 16-hex snapshot id"
+        )
+
+
+def _import_and_install(
+    root: str | os.PathLike[str], key: str, data: Any, corpus_id: str, requested: str
+) -> tuple[CckManifest, Path, str | None]:
+    """Verify + render + install: streamed on the native path, else in memory."""
+    streamed = stream_store_parts(data)
+    if streamed is not None and K.is_snapshot_id(streamed[0].snapshot):
+        manifest, parts = streamed
+        try:
+            path, installed = install(root, manifest, parts, corpus_id, requested)
+            return manifest, path, installed
+        except NotCanonical:
+            pass  # nothing was installed; the strict path decides
+    manifest, store_parts = import_keyed_to_store_parts(key, bytes(data))
+    _check_manifest_snapshot(key, manifest)
+    path, installed = install(root, manifest, store_parts, corpus_id, requested)
+    return manifest, path, installed
+
+
 def pull_corpus(
     root: str | os.PathLike[str],
     corpus: str | None = None,
@@ -121,7 +176,8 @@ def pull_corpus(
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
     rem: Remote = resolve_remote(root, remote)
-    prefetch_numpy()  # overlaps the clone/fetch below
+    if native() is None:
+        prefetch_numpy()  # the pure Python path needs it; overlaps the clone/fetch below
     with open_cache(rem) as cache:
         if snapshot is None:
             ptr = K.pointer_key(corpus_id)
@@ -133,17 +189,10 @@ def pull_corpus(
                 K.check_snapshot_arg(snapshot)
         if not force:
             check_marker_guard(root, corpus_id)
-        data = cache.get(K.artifact_key(corpus_id, snapshot))
-    manifest, store_parts = import_keyed_to_store_parts(K.artifact_key(corpus_id, snapshot), data)
-    del data
-    # Never trust the manifest to name a file path outside the knowledge dir.
-    if not K.is_snapshot_id(manifest.snapshot):
-        raise SyncError(
-            f"{K.artifact_key(corpus_id, snapshot)}: manifest snapshot "
-            f"`{manifest.snapshot}` is not a 16-hex snapshot id"
-        )
-    path, installed = install(root, manifest, store_parts, corpus_id, snapshot)
-    del store_parts
+        key = K.artifact_key(corpus_id, snapshot)
+        source = cache.artifact_source(key)
+    with _mapped(source) as data:
+        manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
     return PullResult(
         corpus_id=corpus_id,
         snapshot=snapshot,

@@ -1,0 +1,91 @@
+"""Hatch build hook: compile the optional native `.cck` accelerator.
+
+`src/cce_knowledge/sync/_cckfast.c` speeds up `cce knowledge pull` (see cck.py). It is
+optional: without a C compiler or Python headers the build only warns, and the pure
+Python fast path (same bytes, tested against each other) is used instead.
+
+The module is compiled next to its source, so an editable install picks it up; a
+wheel force-includes it and gets a platform tag. `CCE_NO_NATIVE=1` skips the build.
+Re-run `pip install -e .` (or `python hatch_build.py`) after editing the C file.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+SOURCE = Path("src/cce_knowledge/sync/_cckfast.c")
+
+
+def build_native(root: Path) -> Path | None:
+    """Compile the extension in place; return its path, or None (with a warning)."""
+    src = root / SOURCE
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    out = src.with_name("_cckfast" + suffix)
+    if sys.platform == "win32":
+        print(
+            "cce-knowledge: native accelerator not built on Windows (pure Python)", file=sys.stderr
+        )
+        return None
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    include = sysconfig.get_paths()["include"]
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    cmd = [
+        *cc,
+        "-O2",
+        "-shared",
+        "-fPIC",
+        "-fvisibility=hidden",
+        f"-I{include}",
+        str(src),
+        "-o",
+        str(tmp),
+    ]
+    if sys.platform == "darwin":
+        cmd[1:1] = ["-undefined", "dynamic_lookup"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        print(f"cce-knowledge: no C compiler ({e}); using the pure Python path", file=sys.stderr)
+        return None
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        print(
+            "cce-knowledge: native accelerator not built; using the pure Python path\n"
+            + proc.stderr.strip(),
+            file=sys.stderr,
+        )
+        return None
+    os.replace(tmp, out)  # atomic: a process that has the old one loaded keeps it
+    return out
+
+
+try:
+    from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+except ImportError:  # running as a script without hatchling
+    BuildHookInterface = object  # type: ignore[assignment,misc]
+
+
+class NativeBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel" or os.environ.get("CCE_NO_NATIVE"):
+            return
+        out = build_native(Path(self.root))
+        if out is None or version == "editable":
+            return
+        build_data["force_include"][str(out)] = f"cce_knowledge/sync/{out.name}"
+        build_data["pure_python"] = False
+        build_data["infer_tag"] = True
+
+
+if __name__ == "__main__":
+    built = build_native(Path(__file__).resolve().parent)
+    print(built or "not built")
+    sys.exit(0 if built else 1)

@@ -1,0 +1,129 @@
+"""Streaming `.cck` → store import for pull, on the optional native accelerator.
+
+The same canonical-artifact fast path as `cck._fast_store_parts` (same bytes; the
+strict path still decides every error), arranged so pull's cost is the work and not
+its sum:
+
+* the C module (`_cckfast`, see hatch_build.py) renders line ranges with the GIL
+  released, so ranges render on threads in parallel — no forked workers, no result
+  transfer between processes;
+* the manifest checksum is computed on another thread while they render;
+* parts are yielded in order as they finish, so the caller writes the store while
+  later ranges still render;
+* the input may be any buffer (an mmap of the LFS object: no copy into memory).
+
+Whenever the fast path cannot decide alone — no native module, a non-canonical
+line, a checksum that does not match — `stream_store_parts` returns None up front or
+the iterator raises `NotCanonical` before its last part, and the caller re-runs the
+strict path. The writer must therefore treat the stream as provisional until it ends
+(atomic_write_parts does: an exception discards the temp file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import Any
+
+from cce_knowledge.jsonout import canonical
+from cce_knowledge.sync.cck import (
+    CckError,
+    CckManifest,
+    _bits_text,
+    _line_ranges,
+    _loads,
+    _manifest,
+    _store_head,
+    _workers,
+)
+
+#: Bytes of artifact per rendered range: small enough to start writing early and to
+#: balance two threads, large enough that per-call overhead vanishes.
+RANGE_BYTES = 8 << 20
+
+_native: ModuleType | bool | None = False  # False = not looked up yet
+
+
+class NotCanonical(Exception):
+    """The fast path cannot decide this artifact; run the strict path."""
+
+
+def native() -> ModuleType | None:
+    """The `_cckfast` module, or None (not built, or disabled with CCE_NATIVE=0)."""
+    global _native
+    if _native is False:
+        mod: ModuleType | None = None
+        if os.environ.get("CCE_NATIVE", "1") != "0":
+            try:
+                from cce_knowledge.sync import _cckfast as mod  # type: ignore[attr-defined,no-redef]
+            except ImportError:
+                mod = None
+        _native = mod
+    return _native if isinstance(_native, ModuleType) else None
+
+
+def stream_store_parts(
+    data: Any, jobs: int | None = None
+) -> tuple[CckManifest, Iterator[bytes]] | None:
+    """(manifest, store-file parts in order) for a canonical artifact, else None.
+
+    `data` is bytes or an mmap. The iterator raises NotCanonical (before yielding the
+    closing part) when the strict path has to decide after all."""
+    mod = native()
+    if mod is None or sys.byteorder != "little":
+        return None
+    nl = data.find(b"\n")
+    if nl < 0 or len(data) == 0 or data[len(data) - 1] != 10:
+        return None
+    try:
+        m = _manifest(_loads(bytes(data[:nl]).decode("utf-8"), "manifest"))
+    except (CckError, UnicodeDecodeError):
+        return None
+    return m, _parts(mod, m, data, nl + 1, jobs)
+
+
+def _parts(
+    mod: ModuleType, m: CckManifest, data: Any, lo: int, jobs: int | None
+) -> Iterator[bytes]:
+    hi = len(data)
+    workers = _workers(jobs)
+    ranges = _line_ranges(data, lo, hi, max(workers, -(-(hi - lo) // RANGE_BYTES)))
+    digest: list[str] = []
+
+    def hash_body() -> None:
+        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+        h.update(memoryview(data)[lo:hi])  # releases the GIL
+        digest.append(h.hexdigest())
+
+    hasher = threading.Thread(target=hash_body, name="cck-checksum", daemon=True)
+    hasher.start()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cck-render")
+    pending = deque(pool.submit(mod.render, data, a, b, _bits_text) for a, b in ranges)
+    try:
+        yield _store_head(m)
+        count = 0
+        opener = b'  "chunks": [\n'
+        while pending:
+            got = pending.popleft().result()  # dropped once written: bounded memory
+            if got is None:
+                raise NotCanonical
+            count += got[0]
+            yield opener
+            yield got[1]
+            opener = b",\n"
+            del got
+        hasher.join()
+        if count != m.chunk_count or digest != [m.checksum]:
+            raise NotCanonical
+        yield b'  "chunks": []\n}\n' if not ranges else b"\n  ]\n}\n"
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True)
+        hasher.join()
