@@ -206,22 +206,28 @@ def test_numpy_path_for_long_postings_is_bit_identical(store, query, top_k, floo
     floor=st.sampled_from([0.0, 0.05, 0.3]),
     rerank=st.integers(1, 4),
     vectorised=st.booleans(),
+    mapped=st.booleans(),
 )
-def test_rerank_boundary_is_bit_identical(store, query, top_k, floor, rerank, vectorised) -> None:  # type: ignore[no-untyped-def]
+def test_rerank_boundary_is_bit_identical(
+    store, query, top_k, floor, rerank, vectorised, mapped
+) -> None:  # type: ignore[no-untyped-def]
     """With a tiny re-ranking depth the candidate cut (ties included) falls inside these
-    small stores: the fast index (both paths) still equals the straightforward code."""
+    small stores: the fast index (numpy or not, postings copied or bisected in the mapped
+    file) still equals the straightforward code."""
     import cce_knowledge.retrieval.default as d
     import cce_knowledge.retrieval.fastindex as fx
 
-    saved = d.RERANK, fx.RERANK, fx.NUMPY_POSTINGS
+    saved = d.RERANK, fx.RERANK, fx.NUMPY_POSTINGS, fx.COPY_POSTINGS
     d.RERANK = fx.RERANK = rerank
     if vectorised:
         fx.NUMPY_POSTINGS = -1
+    if mapped:
+        fx.COPY_POSTINGS = -1
     try:
         got = _fast(store).search(query, top_k, floor)
         want = default_search(store.chunks, query, top_k, floor)
     finally:
-        d.RERANK, fx.RERANK, fx.NUMPY_POSTINGS = saved
+        d.RERANK, fx.RERANK, fx.NUMPY_POSTINGS, fx.COPY_POSTINGS = saved
     assert got == want
     assert all(0.0 <= h.score < 1.0 for h in got)
 

@@ -61,6 +61,26 @@ SEARCH_DIR = "search"
 #: Above this many postings per query the default ranking sums with numpy (same
 #: floats, same order); below it pure Python avoids numpy's import on a cold start.
 NUMPY_POSTINGS = 40_000
+#: Section/title postings of a query term up to this length are copied into lists once
+#: per query: the re-ranking bisects them for every candidate, and a bisect over the
+#: mapped file would fault in a new page at nearly every probe.
+COPY_POSTINGS = 16_384
+
+#: (ids, weights or None, start, end) of one term's postings.
+_Postings = tuple[Any, Any, int, int]
+
+
+def _title_cover(r: int, tits: list[_Postings | None], ws: list[float]) -> float:
+    """Σ weight of the query terms in record r's title (query order)."""
+    s = 0.0
+    for p, w in zip(tits, ws, strict=True):
+        if p is None:
+            continue
+        ids, _, a, b = p
+        j = bisect.bisect_left(ids, r, a, b)
+        if j < b and ids[j] == r:
+            s += w
+    return s
 
 
 def search_dir(root: str | os.PathLike[str]) -> Path:
@@ -450,13 +470,17 @@ class FastIndex:
             return []
         # The best shares are re-ranked (default.search_model); the rest keep their share.
         floor = candidate_floor([sc for _, sc in scored])
+        secs = self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids)
+        tits: list[_Postings | None] | None = None
         finals: list[tuple[int, float]] = []
         best_of: dict[int, int] = {}
         for r, s in scored:
             if s >= floor:
-                c, top2 = self._sections(r, tids, ws, True)
+                c, top2 = self._sections(r, secs, ws, True)
                 best_of[r] = c
-                f = final_score(s, self._title_cover(r, tids, ws) / total, top2 / total)
+                if tits is None:
+                    tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
+                f = final_score(s, _title_cover(r, tits, ws) / total, top2 / total)
             else:
                 f = final_score(s, 0.0, 0.0)
             if not f < min_score:
@@ -470,7 +494,7 @@ class FastIndex:
         pairs = []
         for r, f in finals:
             got = best_of.get(r)
-            c = self._sections(r, tids, ws, False)[0] if got is None else got
+            c = self._sections(r, secs, ws, False)[0] if got is None else got
             pairs.append((self.chunk(c), f))
         return finish_hits(pairs, top_k)
 
@@ -507,38 +531,43 @@ class FastIndex:
             idx = idx[vals >= kth_raw - 2e-6]
         return [(int(r), float(sc[r])) for r in idx]
 
-    def _title_cover(self, r: int, tids: list[int], ws: list[float]) -> float:
-        """Σ weight of the query terms in record r's title (query order)."""
-        tit_ptr, tit_ids = self.tit_ptr, self.tit_ids
-        s = 0.0
-        for i, w in zip(tids, ws, strict=True):
+    def _postings(
+        self, ptr: memoryview, ids: memoryview, ws: memoryview | None, tids: list[int]
+    ) -> list[_Postings | None]:
+        """Each query term's postings in one CSR section; short ones copied to lists."""
+        out: list[_Postings | None] = []
+        for i in tids:
             if i < 0:
+                out.append(None)
                 continue
-            a, b = tit_ptr[i], tit_ptr[i + 1]
-            j = bisect.bisect_left(tit_ids, r, a, b)
-            if j < b and tit_ids[j] == r:
-                s += w
-        return s
+            a, b = ptr[i], ptr[i + 1]
+            if b - a <= COPY_POSTINGS:
+                out.append((ids[a:b].tolist(), None if ws is None else ws[a:b].tolist(), 0, b - a))
+            else:
+                out.append((ids, ws, a, b))
+        return out
 
-    def _sections(self, r: int, tids: list[int], ws: list[float], top2: bool) -> tuple[int, float]:
+    def _sections(
+        self, r: int, secs: list[_Postings | None], ws: list[float], top2: bool
+    ) -> tuple[int, float]:
         """First section of record r with the highest Σ w·weight (terms in query order)
         and, when asked, the sum of its two highest section scores (as in
         default.section_scores)."""
         c0, c1 = self.rec_chunk_ptr[r], self.rec_chunk_ptr[r + 1]
         if c1 - c0 == 1 and not top2:
             return c0, 0.0
-        sec_ptr, sec_ids, sec_w = self.sec_ptr, self.sec_ids, self.sec_w
         acc: dict[int, float] = {}
         get = acc.get
-        for i, w in zip(tids, ws, strict=True):
-            if i < 0:
+        for p, w in zip(secs, ws, strict=True):
+            if p is None:
                 continue
-            a, b = sec_ptr[i], sec_ptr[i + 1]
-            lo = bisect.bisect_left(sec_ids, c0, a, b)
-            hi = bisect.bisect_left(sec_ids, c1, lo, b)
+            ids, wts, a, b = p
+            assert wts is not None
+            lo = bisect.bisect_left(ids, c0, a, b)
+            hi = bisect.bisect_left(ids, c1, lo, b)
             for j in range(lo, hi):
-                c = sec_ids[j]
-                acc[c] = get(c, 0.0) + w * sec_w[j]
+                c = ids[j]
+                acc[c] = get(c, 0.0) + w * wts[j]
         best, best_s = c0, -1.0
         top_a = top_b = 0.0
         for c in range(c0, c1):
