@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cce_knowledge import action_driver
 from cce_knowledge.cli import action_cmds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,7 @@ def test_action_passes_every_input_through_env_only() -> None:
     steps = doc["runs"]["steps"]
     run_step = next(s for s in steps if s.get("id") == "run")
     for name in EXPECTED_INPUTS:
-        assert run_step["env"][action_cmds.env_name(name)] == f"${{{{ inputs.{name} }}}}"
+        assert run_step["env"][action_driver.env_name(name)] == f"${{{{ inputs.{name} }}}}"
     for script in _run_scripts(doc):
         assert "${{" not in script, f"expression inside a script: {script!r}"
 

@@ -15,9 +15,22 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
+else:
+
+    class _LazyYaml:
+        """PyYAML, imported on first use: most commands never read a config file,
+        and the import costs ~15 ms of every cold start."""
+
+        def __getattr__(self, name: str) -> Any:
+            import yaml as real
+
+            return getattr(real, name)
+
+    yaml = _LazyYaml()
 
 CONFIG_REL = Path(".cce") / "config"
 

@@ -18,13 +18,6 @@ def _handle_run(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
-def __getattr__(name: str) -> Any:
-    # Back-compat for callers that reached the driver through this module.
-    from cce_knowledge import action_driver
-
-    return getattr(action_driver, name)
-
-
 def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     ap = sub.add_parser(
         "action",

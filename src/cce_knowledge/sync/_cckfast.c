@@ -20,6 +20,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef const unsigned char *cp;
@@ -70,9 +72,19 @@ static const entry *cache_get(uint64_t k) {
     }
 }
 
-/* Under the GIL: the single writer. */
+static char cache_lock; /* writers only; readers are lock-free */
+static void cache_put_locked(uint64_t k, const char *text, size_t len);
+
 static void cache_put(uint64_t k, const char *text, size_t len) {
-    if (len > TEXT_MAX || cache_fill >= CACHE_MAX_FILL) return;
+    if (len > TEXT_MAX) return;
+    while (__atomic_test_and_set(&cache_lock, __ATOMIC_ACQUIRE)) {
+    }
+    cache_put_locked(k, text, len);
+    __atomic_clear(&cache_lock, __ATOMIC_RELEASE);
+}
+
+static void cache_put_locked(uint64_t k, const char *text, size_t len) {
+    if (cache_fill >= CACHE_MAX_FILL) return;
     uint32_t i = slot_of(k);
     for (;;) {
         uint64_t got = __atomic_load_n(&cache[i].key, __ATOMIC_ACQUIRE);
@@ -324,6 +336,80 @@ static Py_ssize_t b64_decode(cp s, size_t n, unsigned char **raw, size_t *rawcap
 
 static const char ITEM_SEP[] = ",\n        ";
 
+/* serde_json's text (zmij layout: plain decimal for exponents -5..15, else d.ddde±x)
+ * of the f64 with bit pattern k, into buf (>= 40 bytes). Returns the length, or 0
+ * where this code does not decide and the Python renderer must: powers of two, whose
+ * rounding interval is asymmetric, so "nearest p-digit decimal round-trips" is not
+ * the same test as "some p-digit decimal round-trips"; and subnormals, whose ulp is
+ * too coarse for the 15-digit argument below.
+ *
+ * Shortest digits: if any decimal of <= 15 significant digits rounds to x, the
+ * correctly rounded 15-digit one does (half a 15-digit step exceeds half an ulp), and
+ * stripping its trailing zeros gives the shortest; else 16, else 17 -- each time the
+ * correctly rounded candidate (printf and strtod are exact), i.e. the nearest, which
+ * is what Python's repr and serde pick among equally short strings. */
+static size_t serde_text(uint64_t k, char *out) {
+    int neg = (int)(k >> 63);
+    uint64_t mag = k & ~(1ull << 63);
+    char *w = out;
+    if (neg) *w++ = '-';
+    if (mag == 0) {
+        memcpy(w, "0.0", 3);
+        return (size_t)(w + 3 - out);
+    }
+    if ((mag >> 52) == 0x7FF) {
+        memcpy(out, "null", 4); /* NaN and infinities */
+        return 4;
+    }
+    if ((mag & ((1ull << 52) - 1)) == 0) return 0; /* a power of two */
+    if ((mag >> 52) == 0) return 0;                 /* subnormal: fewer digits of precision */
+    double x;
+    memcpy(&x, &mag, 8);
+    char buf[48];
+    for (int p = 15; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+        if (p == 17 || strtod(buf, NULL) == x) break;
+    }
+    char d[24];
+    int n = 0;
+    const char *q = buf;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9' && n < 20) d[n++] = *q;
+    if (*q != 'e') return 0;
+    int e = atoi(q + 1);
+    while (n > 1 && d[n - 1] == '0') n--;
+    if (e >= -5 && e <= 15) {
+        if (n - 1 <= e) {
+            memcpy(w, d, (size_t)n);
+            w += n;
+            for (int i = 0; i < e - n + 1; i++) *w++ = '0';
+            memcpy(w, ".0", 2);
+            w += 2;
+        } else if (e >= 0) {
+            memcpy(w, d, (size_t)(e + 1));
+            w += e + 1;
+            *w++ = '.';
+            memcpy(w, d + e + 1, (size_t)(n - e - 1));
+            w += n - e - 1;
+        } else {
+            *w++ = '0';
+            *w++ = '.';
+            for (int i = 0; i < -e - 1; i++) *w++ = '0';
+            memcpy(w, d, (size_t)n);
+            w += n;
+        }
+    } else {
+        *w++ = d[0];
+        if (n > 1) {
+            *w++ = '.';
+            memcpy(w, d + 1, (size_t)(n - 1));
+            w += n - 1;
+        }
+        w += sprintf(w, "e%c%d", e >= 0 ? '+' : '-', e >= 0 ? e : -e);
+    }
+    return (size_t)(w - out);
+}
+
 /* Text of a non-zero f64 bit pattern; NULL with o->failed set on a Python error. */
 static const char *float_text(out_t *o, uint64_t k, PyObject *bits_text, size_t *len,
                               char *scratch) {
@@ -332,6 +418,13 @@ static const char *float_text(out_t *o, uint64_t k, PyObject *bits_text, size_t 
         *len = e->len;
         return arena + e->off;
     }
+    size_t n = serde_text(k, scratch);
+    if (n) {
+        cache_put(k, scratch, n);
+        *len = n;
+        return scratch;
+    }
+    /* The rare undecided value: ask the Python renderer (under the GIL). */
     PyEval_RestoreThread(o->ts);
     const char *res = NULL;
     PyObject *arg = PyLong_FromUnsignedLongLong(k);
@@ -349,6 +442,16 @@ static const char *float_text(out_t *o, uint64_t k, PyObject *bits_text, size_t 
     if (!res) o->failed = 1;
     o->ts = PyEval_SaveThread();
     return res;
+}
+
+/* float_text(bits) -> bytes | None: the native float text alone, for tests. */
+static PyObject *py_float_text(PyObject *Py_UNUSED(self), PyObject *arg) {
+    unsigned long long k = PyLong_AsUnsignedLongLong(arg);
+    if (k == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    char buf[64];
+    size_t n = serde_text((uint64_t)k, buf);
+    if (!n) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(buf, (Py_ssize_t)n);
 }
 
 static int put_str_array(out_t *o, cp lo, cp hi) {
@@ -570,6 +673,9 @@ static PyMethodDef methods[] = {
      "render(data, lo, hi, bits_text) -> (count, bytes) | None\n\n"
      "Store chunk texts for the canonical .cck chunk lines in data[lo:hi], joined by\n"
      "\",\\n\"; None when any line is not canonical."},
+    {"float_text", py_float_text, METH_O,
+     "float_text(bits) -> bytes | None\n\nserde's text of the f64 with these bits, or None\n"
+     "where the native code defers to the Python renderer (powers of two)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import importlib
 import json
@@ -433,7 +434,7 @@ def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[
 # Every artifact a conforming producer writes is canonical: each chunk line is exactly
 # `canonical(typed chunk)`. For such a line the strict verifier's re-serialisation is
 # the identity, so the hash of the received body *is* the hash it would compute. We do
-# not lean on SHA-256 for that: `_LINE` only matches lines that are canonical by
+# not lean on SHA-256 for that: `_LINE_PATTERN` only matches lines that are canonical by
 # construction (fixed sorted keys, no whitespace, serde_json's exact string escapes,
 # plain u64 digits, canonical padded base64), so when every line matches, raw body ==
 # re-serialised body byte for byte, and the digest comparison below is the strict one.
@@ -450,7 +451,7 @@ _STR = rb'"(?:[^"\\\x00-\x1f]++|\\(?:["\\bfnrt]|u00(?:0[0-7bef]|1[0-9a-f])))*+"'
 _NSTR = rb"(null|" + _STR + rb")"
 _INT = rb"(0|[1-9][0-9]{0,19})"  # u64 range: 20-digit values are checked in Python
 _ARR = rb"\[((?:" + _STR + rb"(?:," + _STR + rb")*+)?)\]"
-_LINE = re.compile(
+_LINE_PATTERN = (
     rb'\{"chunk_id":(' + _STR + rb'),"content":(' + _STR + rb'),"embedding":"([^"]*+)"'
     rb',"end_line":'
     + _INT
@@ -485,6 +486,14 @@ _LINE = re.compile(
     + rb"\}\n"
 )
 _STR_TOKEN = re.compile(_STR)
+
+
+@functools.cache
+def _compiled(pattern: bytes) -> re.Pattern[bytes]:
+    # The two line patterns are large; compiling them at import would tax every
+    # command (and pull's native path never needs them).
+    return re.compile(pattern)
+
 # Canonical base64 leaves the unused low bits of the last symbol zero.
 _B64_LAST_1PAD = frozenset(b"AEIMQUYcgkosw048")
 _B64_LAST_2PAD = frozenset(b"AQgw")
@@ -620,7 +629,7 @@ def _fast_scan(bounds: tuple[int, int]) -> tuple[list[tuple[bytes, ...]], list[b
     None on any deviation from canonical form."""
     data = _FAST_DATA
     lo, hi = bounds
-    match = _LINE.match
+    match = _compiled(_LINE_PATTERN).match
     groups: list[tuple[bytes, ...]] = []
     raws: list[bytes] = []
     pos = lo
@@ -636,7 +645,7 @@ def _fast_scan(bounds: tuple[int, int]) -> tuple[list[tuple[bytes, ...]], list[b
             and max(int(g[3]), int(g[11]), int(g[15])) >= _U64
         ):
             return None
-        # UTF-8 validity, token by token: outside string tokens `_LINE` admits only
+        # UTF-8 validity, token by token: outside string tokens `_LINE_PATTERN` admits only
         # ASCII, and a multi-byte sequence cannot straddle an ASCII quote.
         for t in g:
             if not t.isascii():
@@ -846,7 +855,7 @@ def import_keyed_to_store_bytes(
 # ---------------------------------------------------------------- fast path: store file -> .cck
 #
 # The reverse of the pull fast path, for push. A store file in the writer's exact layout
-# (our writer's and the reference's) is cut into chunks by `_STORE_OBJ`; string tokens in
+# (our writer's and the reference's) is cut into chunks by `_STORE_OBJ_PATTERN`; string tokens in
 # canonical spelling are copied into the canonical line unchanged (same escaping rules),
 # integers likewise, and only the embedding is converted (float text -> f64 -> base64).
 # Anything else — another layout, a non-canonical string spelling, a number serde would
@@ -854,7 +863,7 @@ def import_keyed_to_store_bytes(
 # owns every error message.
 
 _PARR = rb"(\[\]|\[\n        " + _STR + rb"(?:,\n        " + _STR + rb")*+\n      \])"
-_STORE_OBJ = re.compile(
+_STORE_OBJ_PATTERN = (
     rb'    \{\n      "chunk_id": (' + _STR + rb'),\n      "record_id": (' + _STR
     + rb'),\n      "kind": (' + _STR + rb'),\n      "name": (' + _STR
     + rb'),\n      "start_line": ' + _INT + rb',\n      "end_line": ' + _INT
@@ -922,7 +931,7 @@ def _fast_export_range(bounds: tuple[int, int]) -> ExportSlice | None:
     """Canonical `.cck` lines for the chunk objects in _FAST_DATA[lo:hi]."""
     data = _FAST_DATA
     lo, hi = bounds
-    match = _STORE_OBJ.match
+    match = _compiled(_STORE_OBJ_PATTERN).match
     lines: list[bytes] = []
     pairs: list[tuple[str, bytes]] = []
     newest: str | None = None

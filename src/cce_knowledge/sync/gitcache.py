@@ -127,9 +127,12 @@ class GitCache:
             # A directory without `.git` is debris of a killed clone: program-owned, discard.
             shutil.rmtree(self.dir, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{self.dir.name}.clone.", dir=parent))
+        # No checkout: reads go through `origin/<branch>` objects, and a write resets
+        # onto origin first anyway; skipping it skips LFS's filter and hook processes.
         status, _, err = self.run(
-            "clone", "--quiet", self.remote.url, str(tmp / "c"), check=False, cwd=parent
-        )
+            "clone", "--quiet", "--no-checkout", self.remote.url, str(tmp / "c"),
+            check=False, cwd=parent,
+        )  # fmt: skip
         if status != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise GitFailed(
@@ -141,7 +144,7 @@ class GitCache:
         os.replace(tmp / "c", self.dir)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def _heal(self) -> None:
+    def _heal(self, for_write: bool) -> None:
         gd = self.dir / ".git"
         if (gd / "rebase-merge").exists() or (gd / "rebase-apply").exists():
             if not self.ok("rebase", "--abort"):
@@ -161,6 +164,8 @@ class GitCache:
         if not self.ok("symbolic-ref", "-q", "HEAD"):
             b = self._guess_branch()
             self.run("checkout", "--quiet", "--force", "-B", b, check=False)
+        if not for_write:
+            return  # reads never touch the working tree
         status, _, err = self.run("reset", "--hard", "--quiet", check=False)
         if status != 0 and self.ok("rev-parse", "--verify", "--quiet", "HEAD"):
             raise GitFailed(
@@ -181,7 +186,7 @@ class GitCache:
         if cloned:
             self._clone()
         else:
-            self._heal()
+            self._heal(for_write)
         _, out, _ = self.run("symbolic-ref", "--short", "HEAD", check=False)
         self.branch = out.decode().strip() or "main"
         if for_write and self._lfs:
