@@ -44,7 +44,7 @@ def test_identifiers_keep_the_whole_token_and_add_sub_words() -> None:
     assert "http" in analyze("HTTPServer") and "server" in analyze("HTTPServer")
 
 
-def test_stemming_joins_inflections() -> None:
+def test_light_stemming_joins_inflections() -> None:
     for group in (
         ("lock", "locks", "locked", "locking"),
         ("retry", "retries"),
@@ -53,8 +53,6 @@ def test_stemming_joins_inflections() -> None:
     ):
         assert len({stem(w) for w in group}) == 1, group
     assert stem("number") == "number" and stem("string") == "string"
-    assert stem("compiler") == stem("compile")  # Porter2 also joins some derivations
-    assert stem("x86") == "x86" and stem("use") == "use"  # digits and short words kept
 
 
 def test_stopwords_and_pairs() -> None:

@@ -1,7 +1,7 @@
 """Text analysis for the default ranking: words, identifier sub-words, stopwords, stemming.
 
 Deterministic and keyless: ASCII word runs, ASCII-only lowercasing, a fixed stopword
-list and the Porter2 (Snowball English) stemmer (a fixed algorithm; no model).
+list and a small suffix stemmer (written for this project; no external model).
 `getUserName` yields `getusername get user name`; `aws_eks_cluster` yields
 `aws_eks_cluster aws eks cluster` — the whole identifier stays searchable.
 """
@@ -9,10 +9,7 @@ list and the Porter2 (Snowball English) stemmer (a fixed algorithm; no model).
 from __future__ import annotations
 
 import re
-import threading
 from sys import intern as _intern
-
-import Stemmer
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # Sub-word boundaries inside one identifier: lower→Upper, ACRONYMWord, letter↔digit.
@@ -34,25 +31,55 @@ instead actually rather either neither e g eg ie etc via per shall may might mus
 """.split()
 )
 
-#: Porter2 (Snowball English) via PyStemmer: a published, fixed algorithm, so the same
-#: word always gives the same stem. Measured against the earlier hand-written suffix
-#: stemmer on the dev + held-out suites (docs/ranking.md): it also joins derivations
-#: (compiler ~ compile, allocate ~ allocation). Its version is part of the index key.
-_SNOWBALL = Stemmer.Stemmer("english")
-_SNOWBALL_LOCK = threading.Lock()  # a Stemmer object must not be used by two threads at once
-STEMMER = f"porter2-{Stemmer.version()}"
+_VOWELS = frozenset("aeiouy")
+
+
+def _has_vowel(s: str) -> bool:
+    return any(ch in _VOWELS for ch in s)
 
 
 def stem(w: str) -> str:
-    """The Porter2 stem of a lowercase ASCII word (short words and words with digits kept).
+    """A light English suffix stemmer (plurals, -ing/-ed/-ly, a few derivations).
 
-    locks/locked/locking → lock, lifetimes → lifetim, allocations/allocation → alloc.
+    Built so inflections of one word meet: make/makes/making/made→mak is not attempted
+    (irregulars stay apart); locks/locked/locking→lock, lifetimes→lifetim,
+    allocations/allocation/allocate→alloc.
     """
     if len(w) <= 3 or not w.isalpha():
         return w
-    with _SNOWBALL_LOCK:
-        out: str = _SNOWBALL.stemWord(w)
-    return out
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suf in (
+        "ational",
+        "ation",
+        "ations",
+        "ator",
+        "ness",
+        "ment",
+        "ingly",
+        "edly",
+        "ly",
+        "ing",
+        "ed",
+    ):
+        if w.endswith(suf):
+            base = w[: -len(suf)]
+            if len(base) >= 3 and _has_vowel(base):
+                w = base
+                if suf in ("ing", "ed") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+                    w = w[:-1]  # undouble: running→run, stopped→stop
+            break
+    if w.endswith("ize") or w.endswith("ise"):
+        w = w[:-3] if len(w) > 5 else w
+    if len(w) > 4 and w.endswith("e"):
+        w = w[:-1]
+    if len(w) > 4 and w.endswith("y"):
+        w = w[:-1] + "i"
+    return w
 
 
 _STEM_CACHE: dict[str, str] = {}

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cce_knowledge.retrieval.analyze import STEMMER, analyze, is_pair, query_terms
+from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
 from cce_knowledge.rustcompat import rs_trim, score_key
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ SECTION_TOP2 = 0.2
 def params() -> str:
     return (
         f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} wl={LEAD_WEIGHT} ln={LEAD_TERMS} "
-        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=6 st={STEMMER} "
+        f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=5 "
         f"rr={RERANK} tc={TITLE_COVER} s2={SECTION_TOP2} w=f32"
     )
 
