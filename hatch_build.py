@@ -11,6 +11,7 @@ Re-run `pip install -e .` (or `python hatch_build.py`) after editing the C file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -35,8 +36,10 @@ def build_native(root: Path) -> Path | None:
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
     cmd = [
         *cc,
+        f'-DCCKFAST_SOURCE_SHA256="{digest}"',
         "-O2",
         "-shared",
         "-fPIC",

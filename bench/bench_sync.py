@@ -8,17 +8,21 @@ each operation in its own process (wall time + that process's peak RSS):
   (the shrink guard downloads and verifies the remote artifact first);
 * the peer: a plain `git clone` of the cache with LFS smudging on (what a developer
   would do by hand to get the same bytes), and without LFS download;
-* pull + install into a fresh root with a fresh working clone (cold), and again with
-  the working clone already present (warm);
+* pull + install into a fresh root with a fresh working clone (cold), the same with
+  `CCE_LFS_IN_PLACE=0` (the LFS object fetched by `git lfs fetch`, as for a network
+  remote, instead of read in place from the local remote), and again with the working
+  clone already present (warm);
 * `.cck` artifact size beside the native store size;
 * optionally (`--baseline SRC`) the same push / cold pull run from another source tree
   (e.g. an older commit's `src/`, via PYTHONPATH), so before/after share one run.
 
 The peer, precisely: `git clone` of the bare cache over file:// with the LFS filters on,
 i.e. all commits plus a checkout of HEAD with every `*.cck` in it smudged (here one
-artifact, so the same bytes pull downloads), no cce work. Our pull does a clone with
-smudging off, `git lfs smudge` of the one key, verification, and the store install
-(fsync'd write + read-back hash + marker + `current`).
+artifact, so the same bytes pull downloads), no cce work. Our pull does a no-checkout
+clone, reads the one artifact (the local remote's LFS object in place, or `git lfs
+fetch` of that key), verifies it and installs the store (rendered on threads by the
+native accelerator when built, streamed to an fsync'd file, hashed as written, marker,
+`current`). Every step starts after an untimed `sync`.
 
 Target (issue #4): cold pull + install <= 1.2x the plain LFS clone.
 
@@ -39,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+SRC = Path(__file__).resolve().parent.parent / "src"
+
 LFS_ENV = {
     "GIT_CONFIG_COUNT": "4",
     "GIT_CONFIG_KEY_0": "filter.lfs.clean",
@@ -53,7 +59,11 @@ LFS_ENV = {
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one child process; raises on failure."""
+    """(seconds, peak RSS MiB) of one child process; raises on failure.
+
+    Dirty pages of earlier steps are flushed first (untimed), so no step pays for the
+    writeback of the one before it."""
+    os.sync()
     full_env = {**os.environ, **(env or {})}
     for k in ("CCE_SYNC_TOKEN", "GITHUB_TOKEN"):
         full_env.pop(k, None)
@@ -101,6 +111,7 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
     clone_lfs: list[tuple[float, float]] = []
     clone_plain: list[tuple[float, float]] = []
     pull_cold: list[tuple[float, float]] = []
+    pull_lfs: list[tuple[float, float]] = []
     pull_warm: list[tuple[float, float]] = []
     base_push: list[tuple[float, float]] = []
     base_pull: list[tuple[float, float]] = []
@@ -143,6 +154,17 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
                 home_pull,
             )
         )
+        # The same cold pull with the LFS object fetched by `git lfs fetch` into the
+        # working clone, as for a network remote (no in-place read of the local store).
+        pull_lfs.append(
+            run(
+                cce(
+                    "knowledge", "pull", "--corpus", name, "--remote", url,
+                    "--dir", str(run_dir / "consumer-lfs"),
+                ),
+                {"CCE_HOME": str(run_dir / "home-pull-lfs"), "CCE_LFS_IN_PLACE": "0"},
+            )
+        )  # fmt: skip
         pull_warm.append(
             run(
                 cce(
@@ -198,6 +220,7 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
     print(f"  git clone (LFS smudge)  {fmt(clone_lfs)}   <- peer")
     print(f"  git clone (no LFS dl)   {fmt(clone_plain)}")
     print(f"  pull+install (cold)     {fmt(pull_cold)}")
+    print(f"  pull (cold, lfs fetch)  {fmt(pull_lfs)}")
     print(f"  pull+install (warm)     {fmt(pull_warm)}")
     clone_med = statistics.median(t for t, _ in clone_lfs)
     ratio = statistics.median(t for t, _ in pull_cold) / clone_med
@@ -207,6 +230,8 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
         base_ratio = statistics.median(t for t, _ in base_pull) / clone_med
         print(f"  ratio baseline cold pull / LFS clone: {base_ratio:.2f}x")
     print(f"  ratio cold pull / LFS clone: {ratio:.2f}x  (target <= 1.2x)")
+    lfs_ratio = statistics.median(t for t, _ in pull_lfs) / clone_med
+    print(f"  ratio cold pull via git lfs fetch / LFS clone: {lfs_ratio:.2f}x")
     print(f"  end: {load()}")
     mb = store_size / 2**20
     print(
@@ -247,6 +272,16 @@ def main() -> None:
     print(
         f"bench_sync: {os.cpu_count()} CPUs (shared with other work — figures taken under load), runs={args.runs}"
     )
+    # Byte-compile the package first, as an installed wheel is: otherwise (e.g. with
+    # PYTHONDONTWRITEBYTECODE set) every cold process would pay for compiling it.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(SRC)], check=True)
+    try:
+        from cce_knowledge.sync.cck_stream import native
+
+        accel = "native accelerator built" if native() else "NO native accelerator (pure Python)"
+    except ImportError:
+        accel = "accelerator unknown"
+    print(accel)
     git_v = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
     lfs_v = subprocess.run(["git", "lfs", "version"], capture_output=True, text=True).stdout.strip()
     print(f"{git_v}; {lfs_v}")

@@ -365,3 +365,15 @@ def test_artifact_source_in_place_and_damaged(
             src.write_bytes(original)
         with pytest.raises(SyncError, match=r"cache miss: knowledge/v1/fx/none\.cck"):
             cache.artifact_source("knowledge/v1/fx/none.cck")
+
+
+@needs_native
+def test_a_stale_native_module_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cck_stream._load_native() is NATIVE  # built from the source beside it
+    monkeypatch.setattr(NATIVE, "SOURCE_SHA256", "0" * 64)
+    assert cck_stream._load_native() is None
+    assert "stale" in capsys.readouterr().err
+    monkeypatch.setenv("CCE_NATIVE", "0")
+    assert cck_stream._load_native() is None

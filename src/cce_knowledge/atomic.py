@@ -71,7 +71,7 @@ def atomic_write_parts(
 
 
 #: Bytes written between early writeback kicks (see atomic_write_parts).
-FLUSH_STEP = 64 << 20
+FLUSH_STEP = 16 << 20
 
 
 def _quiet_fdatasync(fd: int) -> None:

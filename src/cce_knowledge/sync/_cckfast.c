@@ -684,7 +684,17 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
+#ifndef CCKFAST_SOURCE_SHA256
+#define CCKFAST_SOURCE_SHA256 ""
+#endif
+
 PyMODINIT_FUNC PyInit__cckfast(void) {
     b64_init();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* Lets the loader refuse a module compiled from an older _cckfast.c. */
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", CCKFAST_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

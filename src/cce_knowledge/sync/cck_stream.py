@@ -28,6 +28,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -55,17 +56,35 @@ class NotCanonical(Exception):
 
 
 def native() -> ModuleType | None:
-    """The `_cckfast` module, or None (not built, or disabled with CCE_NATIVE=0)."""
+    """The `_cckfast` module, or None (not built, disabled with CCE_NATIVE=0, or
+    compiled from an older `_cckfast.c` than the one beside it — an editable install
+    whose C source changed since `pip install -e .`)."""
     global _native
     if _native is False:
-        mod: ModuleType | None = None
-        if os.environ.get("CCE_NATIVE", "1") != "0":
-            try:
-                from cce_knowledge.sync import _cckfast as mod  # type: ignore[attr-defined,no-redef]
-            except ImportError:
-                mod = None
-        _native = mod
+        _native = _load_native()
     return _native if isinstance(_native, ModuleType) else None
+
+
+def _load_native() -> ModuleType | None:
+    if os.environ.get("CCE_NATIVE", "1") == "0":
+        return None
+    try:
+        from cce_knowledge.sync import _cckfast as mod  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    source = Path(__file__).with_name("_cckfast.c")
+    try:
+        current = hashlib.sha256(source.read_bytes()).hexdigest()
+    except OSError:
+        return mod  # an installed wheel ships no source: nothing to compare
+    if getattr(mod, "SOURCE_SHA256", "") != current:
+        print(
+            "cce: the native .cck accelerator is stale (its C source changed); using the "
+            "pure Python path — re-run `pip install -e .` to rebuild it",
+            file=sys.stderr,
+        )
+        return None
+    return mod
 
 
 def stream_store_parts(

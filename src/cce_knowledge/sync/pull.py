@@ -12,6 +12,8 @@ import contextlib
 import hashlib
 import mmap
 import os
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,9 +91,23 @@ def install(
     h = hashlib.sha256()
 
     def hashed(parts: Iterable[bytes]) -> Iterator[bytes]:
-        for part in parts:
-            h.update(part)
-            yield part
+        # Hash on a helper thread while the writer writes the same part (both drop
+        # the GIL for large buffers): the hash costs no wall time of its own.
+        todo: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+        def work() -> None:
+            while (part := todo.get()) is not None:
+                h.update(part)
+
+        hasher = threading.Thread(target=work, name="store-sha256", daemon=True)
+        hasher.start()
+        try:
+            for part in parts:
+                todo.put(part)
+                yield part
+        finally:
+            todo.put(None)
+            hasher.join()
 
     try:
         d.mkdir(parents=True, exist_ok=True)
