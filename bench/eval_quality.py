@@ -4,8 +4,8 @@
 
 CORPUS is a cce.knowledge/v1 feed (e.g. ../shared/bench/rfcs.jsonl); SUITE is a
 cce.knowledge.ask/v1 suite whose `expect` lists record ids (e.g.
-examples/rfcs-dev-suite.ask.jsonl and the held-out examples/rfcs-holdout.ask.jsonl;
-several suites are also reported combined). Rankings compared side by side in one run:
+examples/rfcs-dev-suite.ask.jsonl and the held-out examples/rfcs-holdout.ask.jsonl and
+examples/rfcs-holdout2.ask.jsonl; several suites are also reported combined). Rankings compared side by side in one run:
 
 - default   — ours (record-level BM25F, analysis in retrieval/analyze.py);
 - reference — the reference engine's hybrid ranking (byte-exact port);

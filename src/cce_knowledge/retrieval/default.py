@@ -8,9 +8,15 @@ BM25F document with two fields (title ×3, body ×1, each length-normalised); th
 then cites the record's best-matching section so `record:start-end` still points at
 the answer.
 
-Score = Σ_t idf(t)·sat(t, record) / Σ_t idf(t) over the unique query terms, where
-sat = tf'/(k1 + tf') < 1. It is the share of the query's idf mass the record
-covers, in [0, 1), which gives `min_score` a meaning (default 0.05).
+Share = Σ_t idf(t)·sat(t, record) / Σ_t idf(t) over the unique query terms, where
+sat = tf'/(k1 + tf') < 1: the part of the query's idf mass the record covers.
+
+The RERANK best shares (ties included) are re-ranked with two record-level signals,
+each also a share of the query's weight in [0, 1]: the query terms found in the
+title, and the sum of the record's two best section scores. Score =
+(share + TITLE_COVER·title + SECTION_TOP2·sections) / (1 + TITLE_COVER + SECTION_TOP2),
+the other records keep share / (1 + …), so scores stay in [0, 1) and are monotone in
+the share outside the re-ranked head; `min_score` (default 0.05) applies to it.
 
 This module is the straightforward implementation (and the builder of the numbers
 the fast index stores); `fastindex.py` must reproduce it exactly.

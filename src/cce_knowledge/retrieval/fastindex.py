@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from cce_knowledge.errors import StoreError
 from cce_knowledge.retrieval.analyze import query_terms
 from cce_knowledge.retrieval.default import (
+    FINAL_NORM,
     PARAMS,
     RERANK,
     candidate_floor,
@@ -472,8 +473,10 @@ class FastIndex:
         floor = candidate_floor([sc for _, sc in scored])
         secs = self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids)
         tits: list[_Postings | None] | None = None
-        finals: list[tuple[int, float]] = []
         best_of: dict[int, int] = {}
+        # Outside the head final_score(s, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0).
+        finals = [(r, s / FINAL_NORM) for r, s in scored if s < floor]
+        finals = [(r, f) for r, f in finals if not f < min_score]
         for r, s in scored:
             if s >= floor:
                 c, top2 = self._sections(r, secs, ws, True)
@@ -481,10 +484,8 @@ class FastIndex:
                 if tits is None:
                     tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
                 f = final_score(s, _title_cover(r, tits, ws) / total, top2 / total)
-            else:
-                f = final_score(s, 0.0, 0.0)
-            if not f < min_score:
-                finals.append((r, f))
+                if not f < min_score:
+                    finals.append((r, f))
         if len(finals) > top_k:
             # Only records whose 6-decimal key can reach the k-th best can make the cut;
             # equal keys lie within 1e-6 of each other, so prefilter on the raw score.
@@ -568,10 +569,12 @@ class FastIndex:
             for j in range(lo, hi):
                 c = ids[j]
                 acc[c] = get(c, 0.0) + w * wts[j]
+        # Only matched sections can be best (their scores are > 0; the first in store
+        # order wins ties) or among the top two (unmatched ones count 0.0).
         best, best_s = c0, -1.0
         top_a = top_b = 0.0
-        for c in range(c0, c1):
-            sc = get(c, 0.0)
+        for c in sorted(acc):
+            sc = acc[c]
             if sc > best_s:
                 best, best_s = c, sc
             if sc > top_a:
