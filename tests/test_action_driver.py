@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cce_knowledge.cli import action_cmds as ac
+from cce_knowledge import action_driver as ac
 
 D_REPORT = (
     "Corpus c1 — outgoing 1111111111111111 vs remote current 2222222222222222\n"
