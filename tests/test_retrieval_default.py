@@ -230,6 +230,31 @@ def test_rerank_boundary_is_bit_identical(
     assert all(0.0 <= h.score < 1.0 for h in got)
 
 
+def test_index_layout_reaches_its_fixed_point() -> None:
+    """A store whose header needed a fourth layout pass (offsets gaining a digit): the
+    sections must start right where the header says (it once shifted them by 8 bytes)."""
+    store = make_store(
+        [
+            (
+                "gh:o/r#1",
+                "aws_eks_cluster aws_eks_cluster",
+                "aws_eks_cluster login login",
+                None,
+                None,
+                [],
+                [],
+            )
+        ]
+    )
+    data = build_bytes(store, with_reference=False)
+    fi = FastIndex(Path("mem"), data, lambda: store)
+    hlen = int.from_bytes(data[8:16], "little")
+    first = min(off for off, _ in fi.header["sections"].values())
+    assert first == 16 + hlen + (-(16 + hlen) % 8)
+    assert bytes(fi.term_blob).startswith(b"aws")
+    assert fi.search("login", 1, 0.0) == default_search(store.chunks, "login", 1, 0.0) != []
+
+
 def test_parallel_build_gives_the_same_bytes() -> None:
     """The reference sections built in a forked child: byte-identical index."""
     recs = [

@@ -270,9 +270,11 @@ def build_bytes(
         "unknown_idf": idf(model.n_records, 0),
         "sections": {},
     }
-    # Two passes: section offsets depend on the header's own length.
+    # Section offsets depend on the header's own length: iterate to the fixed point
+    # (the start only grows, by whole 8-byte steps, so this ends in a few passes; a
+    # fixed count of passes could stop one short and shift every section).
     body_start = 0
-    for _ in range(3):
+    while True:
         off = body_start
         secs: dict[str, list[int]] = {}
         for name, data in sections.items():
