@@ -23,7 +23,6 @@ import hashlib
 import importlib
 import json
 import math
-import multiprocessing as mp
 import os
 import re
 import struct
@@ -31,7 +30,6 @@ import sys
 import threading
 from array import array
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal, TypeVar
@@ -352,6 +350,20 @@ def _render_slice(bounds: tuple[int, int]) -> tuple[bytes, bytes]:
     return _body(canon), ",\n".join(texts).encode("utf-8")
 
 
+def _fork_pool(workers: int) -> Any:
+    """A forked worker pool (imported here: multiprocessing costs every CLI start ~12 ms)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+
+
+def _can_fork() -> bool:
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods()
+
+
 def _workers(jobs: int | None) -> int:
     if jobs is not None:
         return max(1, jobs)
@@ -379,11 +391,11 @@ def _run_slices(
     workers = min(_workers(jobs), max(1, n // (PARALLEL_MIN_CHUNKS // 2)))
     _WORK_PIECES = pieces  # inherited by forked workers, never pickled
     try:
-        if n < PARALLEL_MIN_CHUNKS or workers < 2 or "fork" not in mp.get_all_start_methods():
+        if n < PARALLEL_MIN_CHUNKS or workers < 2 or not _can_fork():
             return [fn((1, n + 1))]
         step = -(-n // (workers * 4))
         bounds = [(lo, min(lo + step, n + 1)) for lo in range(1, n + 1, step)]
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
+        with _fork_pool(workers) as pool:
             return list(pool.map(fn, bounds))
     finally:
         _WORK_PIECES = []
@@ -493,6 +505,7 @@ def _compiled(pattern: bytes) -> re.Pattern[bytes]:
     # The two line patterns are large; compiling them at import would tax every
     # command (and pull's native path never needs them).
     return re.compile(pattern)
+
 
 # Canonical base64 leaves the unused low bits of the last symbol zero.
 _B64_LAST_1PAD = frozenset(b"AEIMQUYcgkosw048")
@@ -747,15 +760,13 @@ def _fast_run(
         return None
     workers = min(_workers(jobs), max(1, n_lines // (PARALLEL_MIN_CHUNKS // 2)))
     use_pool = (
-        n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and "fork" in mp.get_all_start_methods()
+        n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
     )
     bounds = _line_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
     _FAST_DATA = data  # inherited by forked workers, never pickled
     try:
         if use_pool:
-            with ProcessPoolExecutor(
-                max_workers=workers, mp_context=mp.get_context("fork")
-            ) as pool:
+            with _fork_pool(workers) as pool:
                 pending = pool.map(fn, bounds)
                 ok = _fast_verified(m, data, lo)  # hash here while the workers scan
                 parts = list(pending)
@@ -1029,14 +1040,13 @@ def fast_export_store_bytes(
     n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
     workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
     use_pool = (
-        n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and "fork" in mp.get_all_start_methods()
+        n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
     )
     bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
     _FAST_DATA = data
     try:
         if use_pool:
-            ctx = mp.get_context("fork")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            with _fork_pool(workers) as pool:
                 parts = list(pool.map(_fast_export_range, bounds))
         else:
             parts = [_fast_export_range(b) for b in bounds]

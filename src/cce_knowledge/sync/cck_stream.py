@@ -22,12 +22,11 @@ strict path. The writer must therefore treat the stream as provisional until it 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sys
 import threading
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -122,14 +121,13 @@ def _parts(
 
     hasher = threading.Thread(target=hash_body, name="cck-checksum", daemon=True)
     hasher.start()
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cck-render")
-    pending = deque(pool.submit(mod.render, data, a, b, _bits_text) for a, b in ranges)
+    renders = _Renders(mod, data, ranges, workers)
     try:
         yield _store_head(m)
         count = 0
         opener = b'  "chunks": [\n'
-        while pending:
-            got = pending.popleft().result()  # dropped once written: bounded memory
+        for i in range(len(ranges)):
+            got = renders.take(i)  # dropped once written: bounded memory
             if got is None:
                 raise NotCanonical
             count += got[0]
@@ -142,7 +140,49 @@ def _parts(
             raise NotCanonical
         yield b'  "chunks": []\n}\n' if not ranges else b"\n  ]\n}\n"
     finally:
-        for f in pending:
-            f.cancel()
-        pool.shutdown(wait=True)
+        renders.close()
         hasher.join()
+
+
+class _Renders:
+    """`mod.render` over ranges on worker threads, results taken in order.
+
+    Plain threads rather than concurrent.futures, whose import (it pulls in logging)
+    would cost every pull's cold start more than this class's few lines."""
+
+    def __init__(self, mod: ModuleType, data: Any, ranges: list[tuple[int, int]], workers: int):
+        self._results: list[Any] = [None] * len(ranges)
+        self._ready = [threading.Event() for _ in ranges]
+        self._next = itertools.count()
+        self._stop = False
+
+        def work() -> None:
+            while not self._stop:
+                i = next(self._next)  # atomic under the GIL
+                if i >= len(ranges):
+                    return
+                try:
+                    self._results[i] = (True, mod.render(data, *ranges[i], _bits_text))
+                except BaseException as e:  # re-raised by take() in the caller's thread
+                    self._results[i] = (False, e)
+                self._ready[i].set()
+
+        self._threads = [
+            threading.Thread(target=work, name="cck-render", daemon=True)
+            for _ in range(min(workers, len(ranges)))
+        ]
+        for t in self._threads:
+            t.start()
+
+    def take(self, i: int) -> tuple[int, bytes] | None:
+        self._ready[i].wait()
+        ok, value = self._results[i]
+        self._results[i] = None
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        self._stop = True
+        for t in self._threads:
+            t.join()

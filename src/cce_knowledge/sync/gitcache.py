@@ -172,6 +172,18 @@ class GitCache:
                 self.scrub(f"could not restore a clean sync clone at {self.dir}: {err.strip()}")
             )
 
+    def _head_branch(self) -> str:
+        # `.git/HEAD` of a non-detached clone is `ref: refs/heads/<branch>`: reading it
+        # saves a git process on every open; anything else asks git.
+        try:
+            head = (self.dir / ".git" / "HEAD").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        if head.startswith("ref: refs/heads/") and len(head) > len("ref: refs/heads/"):
+            return head[len("ref: refs/heads/") :]
+        _, out, _ = self.run("symbolic-ref", "--short", "HEAD", check=False)
+        return out.decode().strip() or "main"
+
     def _guess_branch(self) -> str:
         _, out, _ = self.run("symbolic-ref", "--short", "refs/remotes/origin/HEAD", check=False)
         name = out.decode().strip()
@@ -187,8 +199,7 @@ class GitCache:
             self._clone()
         else:
             self._heal(for_write)
-        _, out, _ = self.run("symbolic-ref", "--short", "HEAD", check=False)
-        self.branch = out.decode().strip() or "main"
+        self.branch = self._head_branch()
         if for_write and self._lfs:
             # Installs the pre-push hook that uploads LFS objects; failures are not fatal.
             self.run("lfs", "install", "--local", check=False)
