@@ -272,6 +272,16 @@ class GitCache:
                 return obj
         return self.get(key)  # smudge through a pipe, with its error message
 
+    def read_artifact(self, key: str) -> bytes:
+        """`artifact_source` as bytes (a file read, not a pipe through git-lfs)."""
+        src = self.artifact_source(key)
+        if isinstance(src, bytes):
+            return src
+        try:
+            return src.read_bytes()
+        except OSError as e:
+            raise SyncError(f"cannot read {key} from the LFS store: {e}") from e
+
     def _local_lfs_stores(self) -> list[Path]:
         """LFS object directories of a remote on this machine (none for network remotes)."""
         url = self.remote.url

@@ -25,12 +25,11 @@ from cce_knowledge.store import display_dir, knowledge_dir, prune_other_snapshot
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.cck import (
     CckManifest,
-    import_keyed_to_store_bytes,
     import_keyed_to_store_parts,
     prefetch_numpy,
 )
 from cce_knowledge.sync.cck_stream import NotCanonical, native, stream_store_parts
-from cce_knowledge.sync.gitcache import GitCache, open_cache
+from cce_knowledge.sync.gitcache import open_cache
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
@@ -128,12 +127,6 @@ def install(
         ) from e
     prune_other_snapshots(root, snap)
     return path, installed
-
-
-def fetch_store_bytes(cache: GitCache, corpus_id: str, snapshot: str) -> tuple[CckManifest, bytes]:
-    """Fetch and verify an artifact; return its manifest and the native store bytes."""
-    key = K.artifact_key(corpus_id, snapshot)
-    return import_keyed_to_store_bytes(key, cache.get(key))
 
 
 @contextlib.contextmanager

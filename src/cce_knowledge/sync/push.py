@@ -101,7 +101,7 @@ def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_
     key = K.artifact_key(corpus_id, remote_snap)
     try:
         # Verified like a pull, but only record ids and content digests are kept.
-        remote_manifest, remote_chunks = import_keyed_chunk_digests(key, cache.get(key))
+        remote_manifest, remote_chunks = import_keyed_chunk_digests(key, cache.read_artifact(key))
     except CceError as e:
         raise SyncError(G.unverifiable(corpus_id, remote_snap, e.message, dry_run)) from e
     if remote_snap == res.snapshot:
