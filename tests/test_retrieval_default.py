@@ -111,6 +111,14 @@ def test_scores_are_fractions_and_floor_applies() -> None:
     ]
 
 
+def test_scores_stay_below_one_when_every_signal_is_near_full() -> None:
+    """Title, record and two sections all saturated by one query word: still < 1."""
+    word = " ".join(["refund"] * 60)
+    stx = ingest_feed(_feed(_rec("a", "Refund", f"## One\n\n{word}\n\n## Two\n\n{word}")), 8)
+    hits = search_knowledge(stx, "refund", 5, 0.0)
+    assert len(hits) == 1 and 0.9 < hits[0].score < 1.0
+
+
 def test_one_hit_per_record() -> None:
     body = "\n\n".join(f"## Part {i}\n\nrefund rules part {i}" for i in range(6))
     stx = ingest_feed(

@@ -66,6 +66,9 @@ NUMPY_POSTINGS = 40_000
 #: per query: the re-ranking bisects them for every candidate, and a bisect over the
 #: mapped file would fault in a new page at nearly every probe.
 COPY_POSTINGS = 16_384
+# The numpy prefilter keeps records within 2e-6 of the cut; finals divide shares by
+# FINAL_NORM, and a gap of 2e-6 / FINAL_NORM must still exceed one 6-decimal step.
+assert FINAL_NORM < 2.0
 
 #: (ids, weights or None, start, end) of one term's postings.
 _Postings = tuple[Any, Any, int, int]
@@ -510,7 +513,7 @@ class FastIndex:
         Python `float * float` of the small path; unmatched records are masked out. Only
         records within 2e-6 of the `keep`-th best share are returned: any other has at
         least `keep` records with a strictly higher final 6-decimal key (finals are
-        monotone in the share and divided by ≤ 1.4), so it can neither be a re-ranking
+        monotone in the share and divided by FINAL_NORM < 2), so it can neither be a re-ranking
         candidate nor reach the top k.
         """
         import numpy as np
@@ -554,7 +557,7 @@ class FastIndex:
         self, r: int, secs: list[_Postings | None], ws: list[float], top2: bool
     ) -> tuple[int, float]:
         """First section of record r with the highest Σ w·weight (terms in query order)
-        and, when asked, the sum of its two highest section scores (as in
+        and, when asked, the mean of its two highest section scores (as in
         default.section_scores)."""
         c0, c1 = self.rec_chunk_ptr[r], self.rec_chunk_ptr[r + 1]
         if c1 - c0 == 1 and not top2:
@@ -583,7 +586,7 @@ class FastIndex:
                 top_a, top_b = sc, top_a
             elif sc > top_b:
                 top_b = sc
-        return best, top_a + top_b
+        return best, (top_a + top_b) / 2.0
 
     # -------------------------------------------------- reference ranking
 
