@@ -3,7 +3,8 @@
 Corpus: tests/fixtures/quality/rfcs-lead.jsonl.gz — the 647 Rust RFC records of the
 bench corpus cut to their first ~3000 characters (title, summary, motivation), so
 the test is self-contained. Suites: examples/rfcs-dev-suite.ask.jsonl (70) and the
-held-out examples/rfcs-holdout.ask.jsonl (50). The assertion is a margin over the
+held-out examples/rfcs-holdout.ask.jsonl (50) and rfcs-holdout2.ask.jsonl (60, about
+RFCs the others do not use). The assertion is a margin over the
 reference ranking on each suite and an absolute floor well below the measured
 figures, not pinned numbers: a change that breaks ranking fails, tuning noise does not.
 """
@@ -22,7 +23,10 @@ from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "quality" / "rfcs-lead.jsonl.gz"
-SUITES = ["rfcs-dev-suite.ask.jsonl", "rfcs-holdout.ask.jsonl"]
+SUITES = ["rfcs-dev-suite.ask.jsonl", "rfcs-holdout.ask.jsonl", "rfcs-holdout2.ask.jsonl"]
+#: Absolute hit@5 floors, well below the measured figures on the cut corpus (dev 0.96,
+#: held-out 0.92, held-out 2 0.83 — the harder suite gets a lower floor).
+HIT_FLOOR = {SUITES[0]: 0.80, SUITES[1]: 0.80, SUITES[2]: 0.75}
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +57,18 @@ def test_default_beats_reference_with_a_margin(index: FastIndex, suite: str) -> 
     )
     assert d_hit >= r_hit + 0.10, (suite, d_hit, r_hit)
     assert d_mrr >= r_mrr + 0.15, (suite, d_mrr, r_mrr)
-    assert d_hit >= 0.80 and d_mrr >= 0.65, (suite, d_hit, d_mrr)
+    assert d_hit >= HIT_FLOOR[suite] and d_mrr >= 0.65, (suite, d_hit, d_mrr)
 
 
 def test_suites_do_not_overlap() -> None:
-    """The held-out suite stays independent: no shared question ids or query texts."""
-    a, b = (parse_suite((ROOT / "examples" / s).read_text(encoding="utf-8")).cases for s in SUITES)
-    assert not {c.id for c in a} & {c.id for c in b}
-    assert not {c.query for c in a} & {c.query for c in b}
+    """The held-out suites stay independent: no shared question ids or query texts, and
+    the second held-out suite expects none of the records the other two expect."""
+    suites = [
+        parse_suite((ROOT / "examples" / s).read_text(encoding="utf-8")).cases for s in SUITES
+    ]
+    for i, a in enumerate(suites):
+        for b in suites[i + 1 :]:
+            assert not {c.id for c in a} & {c.id for c in b}
+            assert not {c.query for c in a} & {c.query for c in b}
+    earlier = {e for cases in suites[:2] for c in cases for e in c.expect}
+    assert not earlier & {e for c in suites[2] for e in c.expect}
