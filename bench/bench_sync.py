@@ -34,6 +34,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import filecmp
 import os
 import shutil
 import statistics
@@ -181,9 +182,11 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
                 home_pull,
             )
         )
-        same = (consumer / ".cce/knowledge" / f"{snap}.json").read_bytes() == (
-            kdir / f"{snap}.json"
-        ).read_bytes()
+        # filecmp streams: holding two stores here would inflate every later child's
+        # peak RSS (a forked child inherits the parent's resident pages until exec).
+        same = filecmp.cmp(
+            consumer / ".cce/knowledge" / f"{snap}.json", kdir / f"{snap}.json", shallow=False
+        )
         if not same:
             raise SystemExit("pulled store differs from the producer's store")
         if baseline:
@@ -209,9 +212,11 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
                     home,
                 )
             )
-            if (dest / ".cce/knowledge" / f"{snap}.json").read_bytes() != (
-                consumer / ".cce/knowledge" / f"{snap}.json"
-            ).read_bytes():
+            if not filecmp.cmp(
+                dest / ".cce/knowledge" / f"{snap}.json",
+                consumer / ".cce/knowledge" / f"{snap}.json",
+                shallow=False,
+            ):
                 raise SystemExit("baseline and current pulls installed different bytes")
         if i < runs - 1:
             shutil.rmtree(run_dir, ignore_errors=True)

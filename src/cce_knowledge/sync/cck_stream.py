@@ -155,11 +155,19 @@ class _Renders:
         self._ready = [threading.Event() for _ in ranges]
         self._next = itertools.count()
         self._stop = False
+        # At most this many rendered-but-unwritten ranges: bounds memory when the
+        # disk is slower than the renderers.
+        self._room = threading.Semaphore(2 * workers + 1)
 
         def work() -> None:
             while not self._stop:
+                # Room first, then an index: every claimed index already holds its
+                # room, so the next one the writer waits for can always render.
+                if not self._room.acquire(timeout=0.1):
+                    continue
                 i = next(self._next)  # atomic under the GIL
                 if i >= len(ranges):
+                    self._room.release()
                     return
                 try:
                     self._results[i] = (True, mod.render(data, *ranges[i], _bits_text))
@@ -178,6 +186,7 @@ class _Renders:
         self._ready[i].wait()
         ok, value = self._results[i]
         self._results[i] = None
+        self._room.release()
         if not ok:
             raise value
         return value
