@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -381,3 +382,22 @@ def test_stdout_carries_only_the_protocol(root: Path) -> None:
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
+
+
+def test_warm_up_builds_the_search_index_before_the_first_query(root: Path) -> None:
+    from cce_knowledge.mcp.tools import KnowledgeTools
+
+    search_dir = root / ".cce" / "knowledge" / "search"
+    shutil.rmtree(search_dir, ignore_errors=True)
+    tools = KnowledgeTools(root)
+    tools.warm().join(timeout=120)
+    assert search_dir.is_dir() and any(search_dir.iterdir())
+    out = tools.call("context_search", {"query": "retry backoff"})
+    assert not out.is_error
+
+
+def test_warm_up_without_a_store_is_quiet(tmp_path: Path) -> None:
+    from cce_knowledge.mcp.tools import KnowledgeTools
+
+    KnowledgeTools(tmp_path).warm().join(timeout=30)
+    assert not (tmp_path / ".cce").exists()

@@ -81,6 +81,7 @@ def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) ->
         format="cce mcp: %(levelname)s %(message)s",
     )
     tools = KnowledgeTools(root, remote_timeout=remote_timeout)
+    tools.warm()
     server = build_server(tools)
 
     async def main() -> None:

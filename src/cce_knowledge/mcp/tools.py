@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,9 @@ class KnowledgeTools:
         self._sig: Signature | None = None
         self._view: StoreView | None = None
         self._view_error: str | None = None
+        # One search at a time: tool calls run on worker threads, and two first
+        # searches must not both build the derived index.
+        self._search_lock = threading.Lock()
 
     # ------------------------------------------------------------ shared state
 
@@ -178,6 +183,26 @@ class KnowledgeTools:
             self._cfg = load_knowledge_config(self.root)
             self._cfg_key = key
         return self._cfg
+
+    def warm(self) -> threading.Thread:
+        """Load (or build) the search index on a background thread, so an agent's first
+        query does not wait for it (a 100k-record index takes minutes to build).
+        Failures are left for the first real query to report."""
+
+        def run() -> None:
+            t0 = time.perf_counter()
+            try:
+                with self._search_lock:
+                    ready = self.searcher().index() is not None
+            except Exception as e:  # reported by the first search that hits it
+                log.debug("search index warm-up failed: %s", e)
+                return
+            if ready:
+                log.info("search index ready in %.1f s", time.perf_counter() - t0)
+
+        t = threading.Thread(target=run, name="cce-index-warmup", daemon=True)
+        t.start()
+        return t
 
     def searcher(self) -> Any:
         if self._searcher is None:
@@ -258,7 +283,8 @@ class KnowledgeTools:
                 try:
                     # The Searcher applies the ranking's floor (`knowledge.min_score`
                     # for the reference ranking) and `knowledge.ranking` when unset.
-                    hits = self.searcher().search(query, top_k, ranking=ranking)
+                    with self._search_lock:
+                        hits = self.searcher().search(query, top_k, ranking=ranking)
                 except UsageError as e:
                     return ToolOutput(f"context_search: {e.message}", True)
                 except StoreError as e:
