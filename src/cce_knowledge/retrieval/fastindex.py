@@ -35,6 +35,7 @@ import os
 import sys
 from array import array
 from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,7 @@ NUMPY_POSTINGS = 40_000
 #: Section/title postings of a query term up to this length are copied into lists once
 #: per query: the re-ranking bisects them for every candidate, and a bisect over the
 #: mapped file would fault in a new page at nearly every probe.
-COPY_POSTINGS = 16_384
+COPY_POSTINGS = 4_096
 # The numpy prefilter keeps records within 2e-6 of the cut; finals divide shares by
 # FINAL_NORM, and a gap of 2e-6 / FINAL_NORM must still exceed one 6-decimal step.
 assert FINAL_NORM < 2.0
@@ -475,22 +476,28 @@ class FastIndex:
         if not scored:
             return []
         # The best shares are re-ranked (default.search_model); the rest keep their share.
-        floor = candidate_floor([sc for _, sc in scored])
+        floor = candidate_floor(list(map(itemgetter(1), scored)))
         secs = self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids)
-        tits: list[_Postings | None] | None = None
+        tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
         best_of: dict[int, int] = {}
-        # Outside the head final_score(s, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0).
-        finals = [(r, s / FINAL_NORM) for r, s in scored if s < floor]
-        finals = [(r, f) for r, f in finals if not f < min_score]
+        finals: list[tuple[int, float]] = []
         for r, s in scored:
             if s >= floor:
                 c, top2 = self._sections(r, secs, ws, True)
                 best_of[r] = c
-                if tits is None:
-                    tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
                 f = final_score(s, _title_cover(r, tits, ws) / total, top2 / total)
                 if not f < min_score:
                     finals.append((r, f))
+        # Outside the head final_score(s, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0),
+        # never above a head record's final. With k head finals, only shares that can
+        # come within the 2e-6 prefilter of the k-th are needed (the bound has slack;
+        # the exact filters follow).
+        cut = min_score
+        if len(finals) >= top_k:
+            cut = max(cut, heapq.nlargest(top_k, map(itemgetter(1), finals))[-1] - 2e-6)
+        s_min = cut * FINAL_NORM - 1e-9
+        rest = [(r, s / FINAL_NORM) for r, s in scored if s_min <= s < floor]
+        finals += [(r, f) for r, f in rest if not f < min_score]
         if len(finals) > top_k:
             # Only records whose 6-decimal key can reach the k-th best can make the cut;
             # equal keys lie within 1e-6 of each other, so prefilter on the raw score.
