@@ -94,7 +94,12 @@ def test_native_accepts_and_rejects_exactly_like_python(
         else:
             art[pos:pos] = bytes([data.draw(st.integers(0, 255))])
     mutated = bytes(art)
-    assert _native_render(mutated) == _py_render(mutated)
+    got = _native_render(mutated)
+    assert got == _py_render(mutated)
+    # The guard's scan accepts exactly what render accepts.
+    assert NATIVE is not None
+    toks = NATIVE.tokens(mutated, body_at, len(mutated))
+    assert (toks is None) == (got is None)
 
 
 @needs_native
@@ -219,9 +224,20 @@ def test_stream_defers_to_the_strict_path(damage: object) -> None:
             pass
 
 
+@needs_native
+@settings(max_examples=80, deadline=None)
+@given(stores())
+def test_native_chunk_digests_equal_strict(store: KnowledgeStore) -> None:
+    data = _raw_cck(store)
+    got = cck_stream.chunk_digests(data, 2)
+    assert got is not None
+    assert got == cck.strict_import_chunk_digests(data, 1)
+
+
 def test_stream_returns_none_without_the_native_module(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cck_stream, "_native", None)
     assert stream_store_parts(_raw_cck(_many(3))) is None
+    assert cck_stream.chunk_digests(_raw_cck(_many(3))) is None
 
 
 # ---------------------------------------------------------------- install: failures leave nothing

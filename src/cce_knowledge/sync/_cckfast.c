@@ -668,7 +668,87 @@ static PyObject *render(PyObject *Py_UNUSED(self), PyObject *args) {
     return res;
 }
 
+/* tokens(data, lo, hi) -> list[(record_id token, content token)] | None
+ *
+ * The shrink guard's view of canonical lines: the same acceptance as render (so the
+ * strict path still decides anything else), but only the two raw JSON string tokens
+ * the guard hashes are returned. */
+static PyObject *tokens(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t lo_i, hi_i;
+    if (!PyArg_ParseTuple(args, "y*nn:tokens", &view, &lo_i, &hi_i)) return NULL;
+    if (lo_i < 0 || hi_i > view.len || lo_i > hi_i) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "tokens: range out of bounds");
+        return NULL;
+    }
+    cp base = (cp)view.buf;
+    cp p = base + lo_i, end = base + hi_i;
+    size_t n = 0, cap = 1024;
+    cp *spans = malloc(cap * 4 * sizeof(cp));
+    unsigned char *raw = NULL;
+    size_t rawcap = 0;
+    int canonical = 1, nomem = spans == NULL;
+    cp lo[NF], hi[NF];
+    Py_BEGIN_ALLOW_THREADS
+    while (!nomem && p < end) {
+        cp next = parse_line(p, end, lo, hi);
+        Py_ssize_t nraw =
+            next ? b64_decode(lo[F_EMB], (size_t)(hi[F_EMB] - lo[F_EMB]), &raw, &rawcap) : -1;
+        if (nraw == -2) {
+            nomem = 1;
+            break;
+        }
+        if (nraw < 0) {
+            canonical = 0;
+            break;
+        }
+        if (n == cap) {
+            cp *grown = realloc(spans, cap * 2 * 4 * sizeof(cp));
+            if (!grown) {
+                nomem = 1;
+                break;
+            }
+            spans = grown;
+            cap *= 2;
+        }
+        spans[4 * n] = lo[F_RECORD];
+        spans[4 * n + 1] = hi[F_RECORD];
+        spans[4 * n + 2] = lo[F_CONTENT];
+        spans[4 * n + 3] = hi[F_CONTENT];
+        n++;
+        p = next;
+    }
+    Py_END_ALLOW_THREADS
+    free(raw);
+    PyObject *out = NULL;
+    if (nomem) {
+        PyErr_NoMemory();
+    } else if (!canonical) {
+        out = Py_NewRef(Py_None);
+    } else if ((out = PyList_New((Py_ssize_t)n)) != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            PyObject *t = Py_BuildValue(
+                "(y#y#)", (const char *)spans[4 * i], (Py_ssize_t)(spans[4 * i + 1] - spans[4 * i]),
+                (const char *)spans[4 * i + 2],
+                (Py_ssize_t)(spans[4 * i + 3] - spans[4 * i + 2]));
+            if (!t) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, (Py_ssize_t)i, t);
+        }
+    }
+    free(spans);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"tokens", tokens, METH_VARARGS,
+     "tokens(data, lo, hi) -> list[(record_id, content)] | None\n\n"
+     "Raw JSON string tokens of the canonical .cck chunk lines in data[lo:hi]; None when\n"
+     "any line is not canonical (same acceptance as render)."},
     {"render", render, METH_VARARGS,
      "render(data, lo, hi, bits_text) -> (count, bytes) | None\n\n"
      "Store chunk texts for the canonical .cck chunk lines in data[lo:hi], joined by\n"

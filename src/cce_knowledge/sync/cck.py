@@ -759,9 +759,7 @@ def _fast_run(
     if n_lines != m.chunk_count:
         return None
     workers = min(_workers(jobs), max(1, n_lines // (PARALLEL_MIN_CHUNKS // 2)))
-    use_pool = (
-        n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
-    )
+    use_pool = n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
     bounds = _line_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
     _FAST_DATA = data  # inherited by forked workers, never pickled
     try:
@@ -821,6 +819,11 @@ def import_chunk_digests(
 
     What the shrink guard needs, without materialising embeddings.
     """
+    from cce_knowledge.sync.cck_stream import chunk_digests as native_chunk_digests
+
+    native = native_chunk_digests(data, jobs)
+    if native is not None:
+        return native
     fast = _fast_run(data, jobs, _fast_digests)
     if fast is not None:
         return fast[0], [x for ids in fast[1] for x in ids]
@@ -1039,9 +1042,7 @@ def fast_export_store_bytes(
         return None
     n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
     workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
-    use_pool = (
-        n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
-    )
+    use_pool = n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
     bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
     _FAST_DATA = data
     try:

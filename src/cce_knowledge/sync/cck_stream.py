@@ -26,7 +26,7 @@ import itertools
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,7 +40,9 @@ from cce_knowledge.sync.cck import (
     _loads,
     _manifest,
     _store_head,
+    _token_str,
     _workers,
+    chunk_digest,
 )
 
 #: Bytes of artifact per rendered range: small enough to start writing early and to
@@ -94,16 +96,66 @@ def stream_store_parts(
     `data` is bytes or an mmap. The iterator raises NotCanonical (before yielding the
     closing part) when the strict path has to decide after all."""
     mod = native()
-    if mod is None or sys.byteorder != "little":
+    head = _head(data) if mod is not None else None
+    if mod is None or head is None:
+        return None
+    return head[0], _parts(mod, head[0], data, head[1], jobs)
+
+
+def _head(data: Any) -> tuple[CckManifest, int] | None:
+    """(manifest, offset of the first chunk line), or None to leave it to the strict path."""
+    if sys.byteorder != "little":
         return None
     nl = data.find(b"\n")
     if nl < 0 or len(data) == 0 or data[len(data) - 1] != 10:
         return None
     try:
-        m = _manifest(_loads(bytes(data[:nl]).decode("utf-8"), "manifest"))
+        return _manifest(_loads(bytes(data[:nl]).decode("utf-8"), "manifest")), nl + 1
     except (CckError, UnicodeDecodeError):
         return None
-    return m, _parts(mod, m, data, nl + 1, jobs)
+
+
+def _body_digest(m: CckManifest, data: Any, lo: int) -> tuple[threading.Thread, list[str]]:
+    """Start hashing the checksum stream on a thread; the list gets the hex digest."""
+    digest: list[str] = []
+
+    def run() -> None:
+        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+        h.update(memoryview(data)[lo:])  # releases the GIL
+        digest.append(h.hexdigest())
+
+    t = threading.Thread(target=run, name="cck-checksum", daemon=True)
+    t.start()
+    return t, digest
+
+
+def chunk_digests(
+    data: Any, jobs: int | None = None
+) -> tuple[CckManifest, list[tuple[str, bytes]]] | None:
+    """`cck.import_chunk_digests` on the native path (the shrink guard's read of the
+    remote artifact), or None whenever the strict path has to decide."""
+    mod = native()
+    head = _head(data) if mod is not None else None
+    if mod is None or head is None:
+        return None
+    m, lo = head
+    hasher, digest = _body_digest(m, data, lo)
+    workers = _workers(jobs)
+    ranges = _line_ranges(data, lo, len(data), max(workers, -(-(len(data) - lo) // RANGE_BYTES)))
+    scans = _Renders(lambda a, b: mod.tokens(data, a, b), ranges, workers)
+    out: list[tuple[str, bytes]] = []
+    try:
+        for i in range(len(ranges)):
+            toks = scans.take(i)
+            if toks is None:
+                return None
+            out += [(_token_str(r), chunk_digest(_token_str(c))) for r, c in toks]
+    finally:
+        scans.close()
+        hasher.join()
+    if len(out) != m.chunk_count or digest != [m.checksum]:
+        return None
+    return m, out
 
 
 def _parts(
@@ -112,16 +164,8 @@ def _parts(
     hi = len(data)
     workers = _workers(jobs)
     ranges = _line_ranges(data, lo, hi, max(workers, -(-(hi - lo) // RANGE_BYTES)))
-    digest: list[str] = []
-
-    def hash_body() -> None:
-        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
-        h.update(memoryview(data)[lo:hi])  # releases the GIL
-        digest.append(h.hexdigest())
-
-    hasher = threading.Thread(target=hash_body, name="cck-checksum", daemon=True)
-    hasher.start()
-    renders = _Renders(mod, data, ranges, workers)
+    hasher, digest = _body_digest(m, data, lo)
+    renders = _Renders(lambda a, b: mod.render(data, a, b, _bits_text), ranges, workers)
     try:
         yield _store_head(m)
         count = 0
@@ -150,7 +194,9 @@ class _Renders:
     Plain threads rather than concurrent.futures, whose import (it pulls in logging)
     would cost every pull's cold start more than this class's few lines."""
 
-    def __init__(self, mod: ModuleType, data: Any, ranges: list[tuple[int, int]], workers: int):
+    def __init__(
+        self, fn: Callable[[int, int], Any], ranges: list[tuple[int, int]], workers: int
+    ) -> None:
         self._results: list[Any] = [None] * len(ranges)
         self._ready = [threading.Event() for _ in ranges]
         self._next = itertools.count()
@@ -170,7 +216,7 @@ class _Renders:
                     self._room.release()
                     return
                 try:
-                    self._results[i] = (True, mod.render(data, *ranges[i], _bits_text))
+                    self._results[i] = (True, fn(*ranges[i]))
                 except BaseException as e:  # re-raised by take() in the caller's thread
                     self._results[i] = (False, e)
                 self._ready[i].set()
@@ -182,7 +228,7 @@ class _Renders:
         for t in self._threads:
             t.start()
 
-    def take(self, i: int) -> tuple[int, bytes] | None:
+    def take(self, i: int) -> Any:
         self._ready[i].wait()
         ok, value = self._results[i]
         self._results[i] = None
