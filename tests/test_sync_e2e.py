@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -560,3 +561,39 @@ def test_remote_pointer_lookup_never_hangs_on_a_busy_clone(
     assert read_remote_pointer(sync_env.url, "fixture") == SNAP
     assert read_remote_pointer(sync_env.url, "..") is None
     assert read_remote_pointer((sync_env.tmp / "gone.git").as_uri(), "fixture") is None
+
+
+def test_unchanged_republish_refreshes_metadata_and_keeps_the_artifact(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = sync_env
+    prod = _push_fixture(env, capsys)
+    pointer = bare_file(env.bare, KEY)
+    meta = bare_file(env.bare, "knowledge/v1/fixture/corpus.json")
+    # A second later, the same store again: the guard finds it unchanged.
+    import cce_knowledge.sync.push as push_mod
+
+    monkeypatch.setattr(push_mod, "utc_now", lambda: "2099-01-01T00:00:00Z")
+    rc, out, err = cli(
+        capsys, "knowledge", "push", "--corpus", "fixture", "--remote", env.url, "--dir", str(prod)
+    )
+    assert rc == 0, err
+    assert "pushed at  : 2099-01-01T00:00:00Z" in out
+    new_meta = bare_file(env.bare, "knowledge/v1/fixture/corpus.json") or b""
+    assert new_meta != meta and b'"pushed_at": "2099-01-01T00:00:00Z"' in new_meta
+    # The artifact's pointer blob is untouched (not re-added) and still pulls.
+    assert bare_file(env.bare, KEY) == pointer
+    changed = subprocess.run(
+        ["git", "-C", str(env.bare), "diff", "--name-only", "main~1", "main"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert changed == ["knowledge/v1/fixture/corpus.json"]
+    env.home("home-consumer")
+    cons = env.root("consumer")
+    rc, _, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "fixture", "--remote", env.url, "--dir", str(cons)
+    )
+    assert rc == 0, err
+    assert hashlib.sha256((cons / ".cce/knowledge" / f"{SNAP}.json").read_bytes()).hexdigest() == (
+        STORE_SHA
+    )

@@ -224,7 +224,10 @@ def push_corpus(
         ]
         for k, _ in entries:
             K.check_write_key(k, corpus_id)
-        cache.put_many(entries, "cce sync: 3 artifacts")
+        # An unchanged re-publish (guard: same key, same checksum on the remote) only
+        # refreshes `current` and corpus.json; the artifact is already there, byte-equal.
+        same = frozenset({key}) if res.guard == "unchanged" else frozenset()
+        cache.put_many(entries, "cce sync: 3 artifacts", keep_if_present=same)
         res.published = True
         policy = parse_retention(load_knowledge_sync_config(root).retention)
         if policy is not None:
