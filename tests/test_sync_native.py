@@ -393,3 +393,73 @@ def test_a_stale_native_module_is_not_used(
     assert "stale" in capsys.readouterr().err
     monkeypatch.setenv("CCE_NATIVE", "0")
     assert cck_stream._load_native() is None
+
+
+# ---------------------------------------------------------------- push: store file -> .cck
+
+
+def _store_body(raw: bytes) -> tuple[int, int]:
+    at = raw.find(cck._STORE_OPEN)
+    if at < 0:
+        return 0, 0
+    return at + len(cck._STORE_OPEN), len(raw) - len(cck._STORE_CLOSE)
+
+
+def _py_export(raw: bytes, lo: int, hi: int) -> cck.ExportSlice | None:
+    cck._FAST_DATA = raw
+    try:
+        return cck._fast_export_range((lo, hi))
+    finally:
+        cck._FAST_DATA = b""
+
+
+def _native_export(raw: bytes, lo: int, hi: int) -> cck.ExportSlice | None:
+    got = cck_stream.export_slices(raw, [(lo, hi)], 1)
+    return None if got is None else got[0]
+
+
+finite = st.lists(
+    st.just(0.0)
+    | st.just(-0.0)
+    | st.builds(lambda c, s: c / math.sqrt(s), st.integers(-40, 40), st.integers(1, 10_000))
+    | st.floats(allow_nan=False, allow_infinity=False),
+    min_size=1,
+    max_size=20,
+)
+
+
+@needs_native
+@settings(max_examples=120, deadline=None)
+@given(stores(), st.data())
+def test_native_export_equals_python_export(store: KnowledgeStore, data: st.DataObject) -> None:
+    for c in store.chunks:
+        c.embedding = data.draw(finite)
+    raw = dumps(store)
+    lo, hi = _store_body(raw)
+    if hi <= lo:
+        return
+    got = _native_export(raw, lo, hi)
+    assert got is not None, "our own store layout takes the native path"
+    assert got == _py_export(raw, lo, hi)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stores(max_chunks=3), st.data())
+def test_native_export_never_disagrees_on_damaged_stores(
+    store: KnowledgeStore, data: st.DataObject
+) -> None:
+    for c in store.chunks:
+        c.embedding = data.draw(finite | st.just([]))
+    raw = bytearray(dumps(store))
+    lo, hi = _store_body(bytes(raw))
+    if hi <= lo:
+        return
+    pos = data.draw(st.integers(lo, hi - 1))
+    raw[pos] = data.draw(st.integers(0, 255))
+    mutated = bytes(raw)
+    got = _native_export(mutated, lo, hi)
+    # The C path may decline more than Python (e.g. 64+ character numbers), never less,
+    # and whatever it returns is Python's answer.
+    if got is not None:
+        assert got == _py_export(mutated, lo, hi)

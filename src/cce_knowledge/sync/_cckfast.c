@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -744,7 +745,365 @@ static PyObject *tokens(PyObject *Py_UNUSED(self), PyObject *args) {
     return out;
 }
 
+
+/* ------------------------------------------------------------------ export (push) */
+
+/* Growable malloc buffer for GIL-free output. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int nomem;
+} mbuf;
+
+static int mb_put(mbuf *b, const void *p, size_t n) {
+    if (b->nomem) return -1;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap + b->cap / 2 + n + 4096;
+        char *nb = realloc(b->buf, cap);
+        if (!nb) {
+            b->nomem = 1;
+            return -1;
+        }
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+#define MB_LIT(b, s) mb_put((b), (s), sizeof(s) - 1)
+
+static const char B64ALPHA[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int mb_b64(mbuf *b, const unsigned char *p, size_t n) {
+    size_t out = (n + 2) / 3 * 4;
+    if (b->nomem) return -1;
+    if (b->len + out > b->cap) {
+        size_t cap = b->cap + b->cap / 2 + out + 4096;
+        char *nb = realloc(b->buf, cap);
+        if (!nb) {
+            b->nomem = 1;
+            return -1;
+        }
+        b->buf = nb;
+        b->cap = cap;
+    }
+    char *w = b->buf + b->len;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
+        *w++ = B64ALPHA[v >> 18];
+        *w++ = B64ALPHA[(v >> 12) & 63];
+        *w++ = B64ALPHA[(v >> 6) & 63];
+        *w++ = B64ALPHA[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        *w++ = B64ALPHA[v >> 18];
+        *w++ = B64ALPHA[(v >> 12) & 63];
+        *w++ = '=';
+        *w++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
+        *w++ = B64ALPHA[v >> 18];
+        *w++ = B64ALPHA[(v >> 12) & 63];
+        *w++ = B64ALPHA[(v >> 6) & 63];
+        *w++ = '=';
+    }
+    b->len = (size_t)(w - b->buf);
+    return 0;
+}
+
+/* A JSON number exactly as cck._JSON_NUMBER admits it, parsed like Python's float()
+ * (both correctly rounded); 0 = not a finite number of that grammar. */
+static int parse_number(cp s, size_t n, double *out) {
+    size_t i = 0;
+    if (i < n && s[i] == '-') i++;
+    if (i >= n) return 0;
+    if (s[i] == '0') {
+        i++;
+    } else if (s[i] >= '1' && s[i] <= '9') {
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    } else {
+        return 0;
+    }
+    if (i < n && s[i] == '.') {
+        i++;
+        size_t d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) return 0;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t d = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == d) return 0;
+    }
+    if (i != n || n >= 64) return 0; /* longer tokens: left to the Python path */
+    char tmp[64];
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    double x = strtod(tmp, NULL);
+    if (!(x - x == 0.0)) return 0; /* inf or nan */
+    *out = x;
+    return 1;
+}
+
+/* Text -> f64 memo for one call: embedding values repeat heavily. */
+#define NUMC_BITS 14
+typedef struct {
+    unsigned char len;
+    char text[31];
+    double value;
+} numc_entry;
+
+static int number_of(numc_entry *memo, cp s, size_t n, double *out) {
+    if (n == 3 && s[0] == '0' && s[1] == '.' && s[2] == '0') {
+        *out = 0.0;
+        return 1;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    numc_entry *e = &memo[h >> (64 - NUMC_BITS)];
+    if (e->len == n && memcmp(e->text, s, n) == 0) {
+        *out = e->value;
+        return 1;
+    }
+    if (!parse_number(s, n, out)) return 0;
+    if (n < sizeof e->text) {
+        e->len = (unsigned char)n;
+        memcpy(e->text, s, n);
+        e->value = *out;
+    }
+    return 1;
+}
+
+/* [] or [\n        STR(,\n        STR)*\n      ] -> span of the whole array. */
+static cp scan_parr(cp p, cp end) {
+    if (end - p >= 2 && p[0] == '[' && p[1] == ']') return p + 2;
+    p = LIT(p, end, "[\n        ");
+    if (!p) return NULL;
+    for (;;) {
+        p = scan_str(p, end);
+        if (!p) return NULL;
+        cp q = LIT(p, end, ",\n        ");
+        if (q) {
+            p = q;
+            continue;
+        }
+        return LIT(p, end, "\n      ]");
+    }
+}
+
+/* Canonical form of a pretty string array: [a,b]. */
+static int put_carr(mbuf *b, cp lo, cp hi) {
+    if (mb_put(b, "[", 1) < 0) return -1;
+    if (hi - lo > 2) {
+        cp p = lo + 10; /* after "[\n        " */
+        int first = 1;
+        while (p < hi && *p == '"') {
+            cp e = scan_str(p, hi);
+            if (!first && mb_put(b, ",", 1) < 0) return -1;
+            if (mb_put(b, p, (size_t)(e - p)) < 0) return -1;
+            first = 0;
+            p = e + 10; /* skip ",\n        " (or run past the closing "\n      ]") */
+        }
+    }
+    return mb_put(b, "]", 1);
+}
+
+enum { S_CHUNK, S_RECORD, S_KIND, S_NAME, S_START, S_END, S_TOKENS, S_CONTENT, S_SOURCE,
+       S_URL, S_STATE, S_REASON, S_UPDATED, S_GROUP, S_LABELS, S_TITLE, S_LINKS, S_EMB, NS };
+
+static cp parse_store_obj(cp p, cp end, cp *lo, cp *hi) {
+#define STOK(f, scanner)     \
+    lo[f] = p;               \
+    p = scanner(p, end);     \
+    if (!p) return NULL;     \
+    hi[f] = p;
+#define SKEY(s)         \
+    p = LIT(p, end, s); \
+    if (!p) return NULL;
+    SKEY("    {\n      \"chunk_id\": ") STOK(S_CHUNK, scan_str)
+    SKEY(",\n      \"record_id\": ") STOK(S_RECORD, scan_str)
+    SKEY(",\n      \"kind\": ") STOK(S_KIND, scan_str)
+    SKEY(",\n      \"name\": ") STOK(S_NAME, scan_str)
+    SKEY(",\n      \"start_line\": ") STOK(S_START, scan_int)
+    SKEY(",\n      \"end_line\": ") STOK(S_END, scan_int)
+    SKEY(",\n      \"token_count\": ") STOK(S_TOKENS, scan_int)
+    SKEY(",\n      \"content\": ") STOK(S_CONTENT, scan_str)
+    SKEY(",\n      \"source\": ") STOK(S_SOURCE, scan_str)
+    SKEY(",\n      \"url\": ") STOK(S_URL, scan_nstr)
+    SKEY(",\n      \"state\": ") STOK(S_STATE, scan_nstr)
+    SKEY(",\n      \"state_reason\": ") STOK(S_REASON, scan_nstr)
+    SKEY(",\n      \"updated_at\": ") STOK(S_UPDATED, scan_nstr)
+    SKEY(",\n      \"group\": ") STOK(S_GROUP, scan_nstr)
+    SKEY(",\n      \"labels\": ") STOK(S_LABELS, scan_parr)
+    SKEY(",\n      \"title\": ") STOK(S_TITLE, scan_str)
+    SKEY(",\n      \"links\": ") STOK(S_LINKS, scan_parr)
+    SKEY(",\n      \"embedding\": ")
+    lo[S_EMB] = p;
+    if (end - p >= 2 && p[0] == '[' && p[1] == ']') {
+        p += 2;
+    } else {
+        SKEY("[\n        ")
+        for (;;) {
+            cp t = p;
+            while (p < end && ((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == '.' ||
+                               *p == 'e' || *p == 'E'))
+                p++;
+            if (p == t) return NULL;
+            cp q = LIT(p, end, ",\n        ");
+            if (q) {
+                p = q;
+                continue;
+            }
+            SKEY("\n      ]")
+            break;
+        }
+    }
+    hi[S_EMB] = p;
+    SKEY("\n    }")
+    return p;
+#undef STOK
+#undef SKEY
+}
+
+#define PUT_S(b, lit_, f) \
+    (MB_LIT(b, lit_) < 0 || mb_put(b, lo[f], (size_t)(hi[f] - lo[f])) < 0)
+
+/* export(data, lo, hi) -> (lines, [(record_id, content, updated_at) tokens], phase_a) | None
+ *
+ * Canonical .cck lines for the store chunk objects in data[lo:hi] (objects joined by
+ * ",\n", in the writer's exact layout): a drop-in for cck._fast_export_range. */
+static PyObject *export(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t lo_i, hi_i;
+    if (!PyArg_ParseTuple(args, "y*nn:export", &view, &lo_i, &hi_i)) return NULL;
+    if (lo_i < 0 || hi_i > view.len || lo_i > hi_i) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "export: range out of bounds");
+        return NULL;
+    }
+    if (localeconv()->decimal_point[0] != '.' || localeconv()->decimal_point[1]) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE; /* strtod would not read JSON numbers */
+    }
+    cp base = (cp)view.buf;
+    cp p = base + lo_i, end = base + hi_i;
+    mbuf out = {0}, emb = {0};
+    size_t n = 0, cap = 1024;
+    cp *spans = malloc(cap * 6 * sizeof(cp));
+    numc_entry *memo = calloc((size_t)1 << NUMC_BITS, sizeof(numc_entry));
+    int ok = 1, phase_a = 0, nomem = !spans || !memo;
+    cp lo[NS], hi[NS];
+    Py_BEGIN_ALLOW_THREADS
+    while (!nomem && p < end) {
+        cp next = parse_store_obj(p, end, lo, hi);
+        if (!next) {
+            ok = 0;
+            break;
+        }
+        if (next < end) {
+            if (end - next < 2 || next[0] != ',' || next[1] != '\n') {
+                ok = 0;
+                break;
+            }
+            next += 2;
+        }
+        p = next;
+        if (hi[S_EMB] - lo[S_EMB] == 2) { /* [] : a Phase-A chunk, refused by the caller */
+            phase_a = 1;
+            continue;
+        }
+        if (phase_a) continue;
+        /* embedding: text -> LE f64 bytes */
+        emb.len = 0;
+        cp t = lo[S_EMB] + 10;
+        for (;;) {
+            cp e = t;
+            while (*e != ',' && *e != '\n') e++;
+            double x;
+            if (!number_of(memo, t, (size_t)(e - t), &x)) {
+                ok = 0;
+                break;
+            }
+            unsigned char le[8];
+            uint64_t bits;
+            memcpy(&bits, &x, 8);
+            for (int k = 0; k < 8; k++) le[k] = (unsigned char)(bits >> (8 * k));
+            if (mb_put(&emb, le, 8) < 0) break;
+            if (*e == '\n') break;
+            t = e + 10;
+        }
+        if (!ok || emb.nomem) break;
+        if (MB_LIT(&out, "{\"chunk_id\":") < 0 || mb_put(&out, lo[S_CHUNK], (size_t)(hi[S_CHUNK] - lo[S_CHUNK])) < 0 ||
+            PUT_S(&out, ",\"content\":", S_CONTENT) || MB_LIT(&out, ",\"embedding\":\"") < 0 ||
+            mb_b64(&out, (const unsigned char *)emb.buf, emb.len) < 0 ||
+            PUT_S(&out, "\",\"end_line\":", S_END) || PUT_S(&out, ",\"group\":", S_GROUP) ||
+            PUT_S(&out, ",\"kind\":", S_KIND) || MB_LIT(&out, ",\"labels\":") < 0 ||
+            put_carr(&out, lo[S_LABELS], hi[S_LABELS]) < 0 || MB_LIT(&out, ",\"links\":") < 0 ||
+            put_carr(&out, lo[S_LINKS], hi[S_LINKS]) < 0 || PUT_S(&out, ",\"name\":", S_NAME) ||
+            PUT_S(&out, ",\"record_id\":", S_RECORD) || PUT_S(&out, ",\"source\":", S_SOURCE) ||
+            PUT_S(&out, ",\"start_line\":", S_START) || PUT_S(&out, ",\"state\":", S_STATE) ||
+            PUT_S(&out, ",\"state_reason\":", S_REASON) || PUT_S(&out, ",\"title\":", S_TITLE) ||
+            PUT_S(&out, ",\"token_count\":", S_TOKENS) ||
+            PUT_S(&out, ",\"updated_at\":", S_UPDATED) || PUT_S(&out, ",\"url\":", S_URL) ||
+            MB_LIT(&out, "}\n") < 0)
+            break;
+        if (n == cap) {
+            cp *grown = realloc(spans, cap * 2 * 6 * sizeof(cp));
+            if (!grown) {
+                nomem = 1;
+                break;
+            }
+            spans = grown;
+            cap *= 2;
+        }
+        cp *sp = spans + 6 * n++;
+        sp[0] = lo[S_RECORD], sp[1] = hi[S_RECORD];
+        sp[2] = lo[S_CONTENT], sp[3] = hi[S_CONTENT];
+        sp[4] = lo[S_UPDATED], sp[5] = hi[S_UPDATED];
+    }
+    Py_END_ALLOW_THREADS
+    nomem = nomem || out.nomem || emb.nomem;
+    PyObject *res = NULL;
+    if (nomem) {
+        PyErr_NoMemory();
+    } else if (!ok || p < end) {
+        res = Py_NewRef(Py_None);
+    } else {
+        PyObject *lines = PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
+        PyObject *toks = lines ? PyList_New((Py_ssize_t)n) : NULL;
+        for (size_t i = 0; toks && i < n; i++) {
+            cp *sp = spans + 6 * i;
+            PyObject *t = Py_BuildValue("(y#y#y#)", (const char *)sp[0], (Py_ssize_t)(sp[1] - sp[0]),
+                                        (const char *)sp[2], (Py_ssize_t)(sp[3] - sp[2]),
+                                        (const char *)sp[4], (Py_ssize_t)(sp[5] - sp[4]));
+            if (!t) {
+                Py_CLEAR(toks);
+                break;
+            }
+            PyList_SET_ITEM(toks, (Py_ssize_t)i, t);
+        }
+        if (toks) res = Py_BuildValue("(NNO)", lines, toks, phase_a ? Py_True : Py_False);
+        else Py_XDECREF(lines);
+    }
+    free(out.buf);
+    free(emb.buf);
+    free(spans);
+    free(memo);
+    PyBuffer_Release(&view);
+    return res;
+}
+
 static PyMethodDef methods[] = {
+    {"export", export, METH_VARARGS,
+     "export(data, lo, hi) -> (lines, [(record_id, content, updated_at)], phase_a) | None\n\n"
+     "Canonical .cck lines for the store chunk objects in data[lo:hi]; None when any\n"
+     "object is not in the writer's exact layout (then the Python path decides)."},
     {"tokens", tokens, METH_VARARGS,
      "tokens(data, lo, hi) -> list[(record_id, content)] | None\n\n"
      "Raw JSON string tokens of the canonical .cck chunk lines in data[lo:hi]; None when\n"

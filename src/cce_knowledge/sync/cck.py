@@ -1040,19 +1040,27 @@ def fast_export_store_bytes(
         or not data[:at].endswith(b",")
     ):
         return None
-    n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
-    workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
-    use_pool = n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
-    bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
-    _FAST_DATA = data
-    try:
-        if use_pool:
-            with _fork_pool(workers) as pool:
-                parts = list(pool.map(_fast_export_range, bounds))
-        else:
-            parts = [_fast_export_range(b) for b in bounds]
-    finally:
-        _FAST_DATA = b""
+    from cce_knowledge.sync.cck_stream import RANGE_BYTES, export_slices
+
+    native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // RANGE_BYTES)))
+    native = export_slices(data, native_bounds, jobs)
+    parts: list[ExportSlice | None]
+    if native is not None:
+        parts = list(native)
+    else:
+        n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
+        workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
+        use_pool = n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
+        bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
+        _FAST_DATA = data
+        try:
+            if use_pool:
+                with _fork_pool(workers) as pool:
+                    parts = list(pool.map(_fast_export_range, bounds))
+            else:
+                parts = [_fast_export_range(b) for b in bounds]
+        finally:
+            _FAST_DATA = b""
     if any(p is None for p in parts):
         return None
     done = [p for p in parts if p is not None]

@@ -241,3 +241,28 @@ class _Renders:
         self._stop = True
         for t in self._threads:
             t.join()
+
+
+def export_slices(
+    data: Any, ranges: list[tuple[int, int]], jobs: int | None = None
+) -> list[tuple[bytes, list[tuple[str, bytes]], str | None, bool]] | None:
+    """`cck._fast_export_range` over `ranges` on the native path (push: store file ->
+    canonical `.cck` lines), or None when the module is missing or any object is not
+    in the writer's exact layout (the caller then takes the Python paths)."""
+    mod = native()
+    if mod is None:
+        return None
+    runs = _Renders(lambda a, b: mod.export(data, a, b), ranges, _workers(jobs))
+    out: list[tuple[bytes, list[tuple[str, bytes]], str | None, bool]] = []
+    try:
+        for i in range(len(ranges)):
+            got = runs.take(i)
+            if got is None:
+                return None
+            lines, toks, phase_a = got
+            pairs = [(_token_str(r), chunk_digest(_token_str(c))) for r, c, _ in toks]
+            stamps = [_token_str(u) for _, _, u in toks if u != b"null"]
+            out.append((lines, pairs, max(stamps) if stamps else None, phase_a))
+    finally:
+        runs.close()
+    return out
