@@ -33,7 +33,7 @@ from cce_knowledge.sync.marker import read_marker_strict
 from cce_knowledge.sync.remote import make_remote
 from sync_helpers import CURATED, bare_file, index
 from sync_helpers.fixtures import SyncEnv, cli, sync_env_fixture  # noqa: F401
-from test_sync_perf_paths import _many, _mutations, _raw_cck, stores
+from test_sync_perf_paths import _many, _raw_cck, mutated_artifacts, stores
 
 NATIVE = cck_stream.native()
 needs_native = pytest.mark.skipif(
@@ -104,16 +104,11 @@ def test_native_accepts_and_rejects_exactly_like_python(
 
 @needs_native
 def test_native_parity_on_named_non_canonical_spellings() -> None:
-    store = _many(6)
-    store.chunks[2].content += "\x1f\u00e9"
-    base = _raw_cck(store)
-    lines = base.split(b"\n")
     tried = 0
-    for idx in (1, 3, 6):
-        for mutated in _mutations(lines[idx]):
-            data = b"\n".join([*lines[:idx], mutated, *lines[idx + 1 :]])
-            assert _native_render(data) == _py_render(data), mutated
-            tried += 1
+    for mutated, data in mutated_artifacts("\x1f\u00e9"):
+        assert _native_render(data) == _py_render(data), mutated
+        tried += 1
+    lines = _raw_cck(_many(6)).split(b"\n")
     extra = [
         b'"start_line":18446744073709551615',  # u64::MAX: canonical
         b'"start_line":18446744073709551616',  # 2^64: not a u64
@@ -248,12 +243,16 @@ def _knowledge_files(root: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_import_and_install_of_a_same_value_variant(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
-) -> None:
-    if not native:
+@pytest.fixture(params=["native", "python"])
+def import_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test on the native path and again with the accelerator switched off."""
+    if request.param == "python":
         monkeypatch.setattr(cck_stream, "_native", None)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("import_path")
+def test_import_and_install_of_a_same_value_variant(tmp_path: Path) -> None:
     base = _raw_cck(_many(8))
     # A spelling the reference accepts (its checksum re-serialises): the strict path installs it.
     variant = base.replace(b'"name":"#', b'"name":"\\u0023')
@@ -268,12 +267,8 @@ def m_snap(data: bytes) -> str:
     return str(json.loads(data.split(b"\n", 1)[0])["snapshot"])
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_a_corrupt_artifact_installs_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
-) -> None:
-    if not native:
-        monkeypatch.setattr(cck_stream, "_native", None)
+@pytest.mark.usefixtures("import_path")
+def test_a_corrupt_artifact_installs_nothing(tmp_path: Path) -> None:
     base = _raw_cck(_many(40))
     at = base.index(b'"content":"') + 15
     bad = base[:at] + (b"X" if base[at : at + 1] != b"X" else b"Y") + base[at + 1 :]

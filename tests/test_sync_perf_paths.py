@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -242,24 +243,27 @@ def _mutations(line: bytes) -> list[bytes]:
     return [m for m in out if m != line]
 
 
-@pytest.mark.parametrize("reseal", [False, True])
-def test_fast_and_strict_accept_and_reject_the_same_mutations(reseal: bool) -> None:
+def mutated_artifacts(extra_content: str = "\x1f") -> Iterator[tuple[bytes, bytes]]:
+    """(mutated line, whole artifact) for every `_mutations` of three chunk lines."""
     store = _many(6)
-    store.chunks[2].content += "\x1f"
-    base = _raw_cck(store)
-    lines = base.split(b"\n")
-    tried = 0
+    store.chunks[2].content += extra_content
+    lines = _raw_cck(store).split(b"\n")
     for idx in (1, 3, 6):
         for mutated in _mutations(lines[idx]):
-            data = b"\n".join([*lines[:idx], mutated, *lines[idx + 1 :]])
-            if reseal:
-                data = _reseal_raw(data)
-            fast, strict = _outcome(cck.import_to_store_bytes, data), _outcome(_strict, data)
-            assert fast == strict, mutated
-            assert _outcome(cck.import_chunk_digests, data) == _outcome(
-                cck.strict_import_chunk_digests, data
-            ), mutated
-            tried += 1
+            yield mutated, b"\n".join([*lines[:idx], mutated, *lines[idx + 1 :]])
+
+
+@pytest.mark.parametrize("reseal", [False, True])
+def test_fast_and_strict_accept_and_reject_the_same_mutations(reseal: bool) -> None:
+    tried = 0
+    for mutated, raw in mutated_artifacts():
+        data = _reseal_raw(raw) if reseal else raw
+        fast, strict = _outcome(cck.import_to_store_bytes, data), _outcome(_strict, data)
+        assert fast == strict, mutated
+        assert _outcome(cck.import_chunk_digests, data) == _outcome(
+            cck.strict_import_chunk_digests, data
+        ), mutated
+        tried += 1
     assert tried > 40
 
 

@@ -474,16 +474,18 @@ enum { F_CHUNK, F_CONTENT, F_EMB, F_END, F_GROUP, F_KIND, F_LABELS, F_LINKS, F_N
        F_RECORD, F_SOURCE, F_START, F_STATE, F_REASON, F_TITLE, F_TOKENS, F_UPDATED,
        F_URL, NF };
 
-/* Parse one canonical line at p; spans into lo/hi. Returns the line end or NULL. */
-static cp parse_line(cp p, cp end, cp *lo, cp *hi) {
-#define TOK(f, scanner)          \
-    lo[f] = p;                   \
-    p = scanner(p, end);         \
-    if (!p) return NULL;         \
-    hi[f] = p;
+/* Line/object parsers below: match literal s, or scan token f into lo[f]..hi[f]. */
 #define KEY(s)          \
     p = LIT(p, end, s); \
     if (!p) return NULL;
+#define TOK(f, scanner)  \
+    lo[f] = p;           \
+    p = scanner(p, end); \
+    if (!p) return NULL; \
+    hi[f] = p;
+
+/* Parse one canonical line at p; spans into lo/hi. Returns the line end or NULL. */
+static cp parse_line(cp p, cp end, cp *lo, cp *hi) {
     KEY("{\"chunk_id\":") TOK(F_CHUNK, scan_str)
     KEY(",\"content\":") TOK(F_CONTENT, scan_str)
     KEY(",\"embedding\":\"")
@@ -516,8 +518,6 @@ static cp parse_line(cp p, cp end, cp *lo, cp *hi) {
     KEY(",\"url\":") TOK(F_URL, scan_nstr)
     KEY("}\n")
     return p;
-#undef TOK
-#undef KEY
 }
 
 #define PUT_FIELD(o, label, f) \
@@ -669,6 +669,16 @@ static PyObject *render(PyObject *Py_UNUSED(self), PyObject *args) {
     return res;
 }
 
+/* Room for one more row of `width` spans; -1 when out of memory. */
+static int spans_room(cp **spans, size_t *cap, size_t n, size_t width) {
+    if (n < *cap) return 0;
+    cp *grown = realloc(*spans, *cap * 2 * width * sizeof(cp));
+    if (!grown) return -1;
+    *spans = grown;
+    *cap *= 2;
+    return 0;
+}
+
 /* tokens(data, lo, hi) -> list[(record_id token, content token)] | None
  *
  * The shrink guard's view of canonical lines: the same acceptance as render (so the
@@ -704,14 +714,9 @@ static PyObject *tokens(PyObject *Py_UNUSED(self), PyObject *args) {
             canonical = 0;
             break;
         }
-        if (n == cap) {
-            cp *grown = realloc(spans, cap * 2 * 4 * sizeof(cp));
-            if (!grown) {
-                nomem = 1;
-                break;
-            }
-            spans = grown;
-            cap *= 2;
+        if (spans_room(&spans, &cap, n, 4) < 0) {
+            nomem = 1;
+            break;
         }
         spans[4 * n] = lo[F_RECORD];
         spans[4 * n + 1] = hi[F_RECORD];
@@ -755,7 +760,8 @@ typedef struct {
     int nomem;
 } mbuf;
 
-static int mb_put(mbuf *b, const void *p, size_t n) {
+/* Room for n more bytes; -1 (and nomem set) when out of memory. */
+static int mb_reserve(mbuf *b, size_t n) {
     if (b->nomem) return -1;
     if (b->len + n > b->cap) {
         size_t cap = b->cap + b->cap / 2 + n + 4096;
@@ -767,6 +773,11 @@ static int mb_put(mbuf *b, const void *p, size_t n) {
         b->buf = nb;
         b->cap = cap;
     }
+    return 0;
+}
+
+static int mb_put(mbuf *b, const void *p, size_t n) {
+    if (mb_reserve(b, n) < 0) return -1;
     memcpy(b->buf + b->len, p, n);
     b->len += n;
     return 0;
@@ -777,18 +788,7 @@ static const char B64ALPHA[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static int mb_b64(mbuf *b, const unsigned char *p, size_t n) {
-    size_t out = (n + 2) / 3 * 4;
-    if (b->nomem) return -1;
-    if (b->len + out > b->cap) {
-        size_t cap = b->cap + b->cap / 2 + out + 4096;
-        char *nb = realloc(b->buf, cap);
-        if (!nb) {
-            b->nomem = 1;
-            return -1;
-        }
-        b->buf = nb;
-        b->cap = cap;
-    }
+    if (mb_reserve(b, (n + 2) / 3 * 4) < 0) return -1;
     char *w = b->buf + b->len;
     size_t i = 0;
     for (; i + 3 <= n; i += 3) {
@@ -918,37 +918,29 @@ enum { S_CHUNK, S_RECORD, S_KIND, S_NAME, S_START, S_END, S_TOKENS, S_CONTENT, S
        S_URL, S_STATE, S_REASON, S_UPDATED, S_GROUP, S_LABELS, S_TITLE, S_LINKS, S_EMB, NS };
 
 static cp parse_store_obj(cp p, cp end, cp *lo, cp *hi) {
-#define STOK(f, scanner)     \
-    lo[f] = p;               \
-    p = scanner(p, end);     \
-    if (!p) return NULL;     \
-    hi[f] = p;
-#define SKEY(s)         \
-    p = LIT(p, end, s); \
-    if (!p) return NULL;
-    SKEY("    {\n      \"chunk_id\": ") STOK(S_CHUNK, scan_str)
-    SKEY(",\n      \"record_id\": ") STOK(S_RECORD, scan_str)
-    SKEY(",\n      \"kind\": ") STOK(S_KIND, scan_str)
-    SKEY(",\n      \"name\": ") STOK(S_NAME, scan_str)
-    SKEY(",\n      \"start_line\": ") STOK(S_START, scan_int)
-    SKEY(",\n      \"end_line\": ") STOK(S_END, scan_int)
-    SKEY(",\n      \"token_count\": ") STOK(S_TOKENS, scan_int)
-    SKEY(",\n      \"content\": ") STOK(S_CONTENT, scan_str)
-    SKEY(",\n      \"source\": ") STOK(S_SOURCE, scan_str)
-    SKEY(",\n      \"url\": ") STOK(S_URL, scan_nstr)
-    SKEY(",\n      \"state\": ") STOK(S_STATE, scan_nstr)
-    SKEY(",\n      \"state_reason\": ") STOK(S_REASON, scan_nstr)
-    SKEY(",\n      \"updated_at\": ") STOK(S_UPDATED, scan_nstr)
-    SKEY(",\n      \"group\": ") STOK(S_GROUP, scan_nstr)
-    SKEY(",\n      \"labels\": ") STOK(S_LABELS, scan_parr)
-    SKEY(",\n      \"title\": ") STOK(S_TITLE, scan_str)
-    SKEY(",\n      \"links\": ") STOK(S_LINKS, scan_parr)
-    SKEY(",\n      \"embedding\": ")
+    KEY("    {\n      \"chunk_id\": ") TOK(S_CHUNK, scan_str)
+    KEY(",\n      \"record_id\": ") TOK(S_RECORD, scan_str)
+    KEY(",\n      \"kind\": ") TOK(S_KIND, scan_str)
+    KEY(",\n      \"name\": ") TOK(S_NAME, scan_str)
+    KEY(",\n      \"start_line\": ") TOK(S_START, scan_int)
+    KEY(",\n      \"end_line\": ") TOK(S_END, scan_int)
+    KEY(",\n      \"token_count\": ") TOK(S_TOKENS, scan_int)
+    KEY(",\n      \"content\": ") TOK(S_CONTENT, scan_str)
+    KEY(",\n      \"source\": ") TOK(S_SOURCE, scan_str)
+    KEY(",\n      \"url\": ") TOK(S_URL, scan_nstr)
+    KEY(",\n      \"state\": ") TOK(S_STATE, scan_nstr)
+    KEY(",\n      \"state_reason\": ") TOK(S_REASON, scan_nstr)
+    KEY(",\n      \"updated_at\": ") TOK(S_UPDATED, scan_nstr)
+    KEY(",\n      \"group\": ") TOK(S_GROUP, scan_nstr)
+    KEY(",\n      \"labels\": ") TOK(S_LABELS, scan_parr)
+    KEY(",\n      \"title\": ") TOK(S_TITLE, scan_str)
+    KEY(",\n      \"links\": ") TOK(S_LINKS, scan_parr)
+    KEY(",\n      \"embedding\": ")
     lo[S_EMB] = p;
     if (end - p >= 2 && p[0] == '[' && p[1] == ']') {
         p += 2;
     } else {
-        SKEY("[\n        ")
+        KEY("[\n        ")
         for (;;) {
             cp t = p;
             while (p < end && ((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == '.' ||
@@ -960,15 +952,13 @@ static cp parse_store_obj(cp p, cp end, cp *lo, cp *hi) {
                 p = q;
                 continue;
             }
-            SKEY("\n      ]")
+            KEY("\n      ]")
             break;
         }
     }
     hi[S_EMB] = p;
-    SKEY("\n    }")
+    KEY("\n    }")
     return p;
-#undef STOK
-#undef SKEY
 }
 
 #define PUT_S(b, lit_, f) \
@@ -1053,14 +1043,9 @@ static PyObject *export(PyObject *Py_UNUSED(self), PyObject *args) {
             PUT_S(&out, ",\"updated_at\":", S_UPDATED) || PUT_S(&out, ",\"url\":", S_URL) ||
             MB_LIT(&out, "}\n") < 0)
             break;
-        if (n == cap) {
-            cp *grown = realloc(spans, cap * 2 * 6 * sizeof(cp));
-            if (!grown) {
-                nomem = 1;
-                break;
-            }
-            spans = grown;
-            cap *= 2;
+        if (spans_room(&spans, &cap, n, 6) < 0) {
+            nomem = 1;
+            break;
         }
         cp *sp = spans + 6 * n++;
         sp[0] = lo[S_RECORD], sp[1] = hi[S_RECORD];
