@@ -458,3 +458,36 @@ def test_native_export_never_disagrees_on_damaged_stores(
     # and whatever it returns is Python's answer.
     if got is not None:
         assert got == _py_export(mutated, lo, hi)
+
+
+@pytest.mark.slow
+def test_a_local_remote_is_pulled_without_a_working_clone(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    producer, snap = _published(sync_env, capsys)
+    want = (producer / ".cce/knowledge" / f"{snap}.json").read_bytes()
+    for name, url in (("url", sync_env.url), ("path", str(sync_env.bare))):
+        sync_env.home(f"home-direct-{name}")
+        dest = sync_env.root(f"direct-{name}")
+        rc, _, err = cli(
+            capsys, "knowledge", "pull", "--corpus", "fx", "--remote", url, "--dir", str(dest)
+        )
+        assert rc == 0, err
+        assert (dest / ".cce/knowledge" / f"{snap}.json").read_bytes() == want
+        # Read in place: no clone of the cache was made for this pull.
+        sync_home = sync_env.tmp / f"home-direct-{name}" / "sync"
+        assert not sync_home.exists() or not any(p.is_dir() for p in sync_home.iterdir())
+    # Misses take the clone path, which words the errors as before.
+    sync_env.home("home-direct-miss")
+    rc, _, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "nothing-here", "--remote", sync_env.url,
+        "--dir", str(sync_env.root("direct-miss")),
+    )  # fmt: skip
+    assert rc == 1
+    assert "no `current` pointer for corpus nothing-here on the remote" in err
+    rc, _, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "fx", "--snapshot", "0123456789abcdef",
+        "--remote", sync_env.url, "--dir", str(sync_env.root("direct-miss")),
+    )  # fmt: skip
+    assert rc == 1
+    assert "cache miss: knowledge/v1/fx/0123456789abcdef.cck not found on the remote" in err

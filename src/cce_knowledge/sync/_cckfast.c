@@ -337,6 +337,68 @@ static Py_ssize_t b64_decode(cp s, size_t n, unsigned char **raw, size_t *rawcap
 
 static const char ITEM_SEP[] = ",\n        ";
 
+/* Digits (and decimal exponent of the first) of the correctly rounded p-digit decimal
+ * of x, derived from its 17-digit one d17/e17 -- exact unless the dropped digits are
+ * exactly "50..0" (x may then lie on either side of the midpoint): 0 then. */
+static int round_digits(const char *d17, int e17, int p, char *d, int *e) {
+    int mid = d17[p] == '5';
+    for (int i = p + 1; mid && i < 17; i++) mid = d17[i] == '0';
+    if (mid) return 0;
+    memcpy(d, d17, (size_t)p);
+    *e = e17;
+    if (d17[p] >= '5') {
+        int i = p - 1;
+        while (i >= 0 && d[i] == '9') d[i--] = '0';
+        if (i >= 0) {
+            d[i]++;
+        } else { /* 99..9 -> 100..0 */
+            d[0] = '1';
+            (*e)++;
+        }
+    }
+    return p;
+}
+
+/* Shortest round-trip digits of finite, normal, non-power-of-two x > 0 (see serde_text):
+ * the correctly rounded 15-, then 16-digit decimal if it reads back as x, else 17.
+ * One printf for the 17 digits; the shorter candidates are rounded from them. */
+static int shortest_digits(double x, char *d, int *e) {
+    char buf[48];
+    snprintf(buf, sizeof buf, "%.16e", x);
+    char d17[18];
+    int n = 0;
+    const char *q = buf;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9' && n < 17) d17[n++] = *q;
+    if (*q != 'e' || n != 17) return 0;
+    int e17 = atoi(q + 1);
+    for (int p = 15; p <= 16; p++) {
+        char cand[24], txt[48];
+        int ce;
+        if (!round_digits(d17, e17, p, cand, &ce)) {
+            snprintf(buf, sizeof buf, "%.*e", p - 1, x); /* exact, at the midpoint too */
+            int m = 0;
+            for (q = buf; *q && *q != 'e'; q++)
+                if (*q >= '0' && *q <= '9' && m < p) cand[m++] = *q;
+            if (*q != 'e' || m != p) return 0;
+            ce = atoi(q + 1);
+        }
+        snprintf(txt, sizeof txt, "%c.%.*se%d", cand[0], p - 1, cand + 1, ce);
+        if (strtod(txt, NULL) == x) {
+            memcpy(d, cand, (size_t)p);
+            *e = ce;
+            n = p;
+            while (n > 1 && d[n - 1] == '0') n--;
+            return n;
+        }
+    }
+    memcpy(d, d17, 17);
+    *e = e17;
+    n = 17;
+    while (n > 1 && d[n - 1] == '0') n--;
+    return n;
+}
+
 /* serde_json's text (zmij layout: plain decimal for exponents -5..15, else d.ddde±x)
  * of the f64 with bit pattern k, into buf (>= 40 bytes). Returns the length, or 0
  * where this code does not decide and the Python renderer must: powers of two, whose
@@ -366,18 +428,9 @@ static size_t serde_text(uint64_t k, char *out) {
     if ((mag >> 52) == 0) return 0;                 /* subnormal: fewer digits of precision */
     double x;
     memcpy(&x, &mag, 8);
-    char buf[48];
-    for (int p = 15; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
-        if (p == 17 || strtod(buf, NULL) == x) break;
-    }
     char d[24];
-    int n = 0;
-    const char *q = buf;
-    for (; *q && *q != 'e'; q++)
-        if (*q >= '0' && *q <= '9' && n < 20) d[n++] = *q;
-    if (*q != 'e') return 0;
-    int e = atoi(q + 1);
+    int e, n = shortest_digits(x, d, &e);
+    if (!n) return 0;
     while (n > 1 && d[n - 1] == '0') n--;
     if (e >= -5 && e <= 15) {
         if (n - 1 <= e) {

@@ -541,3 +541,60 @@ def open_cache(
         cache = GitCache(remote, d)
         cache.open(for_write=for_write)
         yield cache
+
+
+class DirectRead(GitCache):
+    """A repository on this machine read in place, without a working clone.
+
+    Pulls from a `file://` or path remote need two blobs and an LFS object that are
+    already on this disk; cloning first would only copy refs to read them back. Every
+    miss returns None so the caller takes the clone path, which owns the errors."""
+
+    def __init__(self, remote: Remote, directory: Path, branch: str) -> None:
+        super().__init__(remote, directory)
+        self.branch = branch
+
+    @property
+    def origin(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    def blob(self, key: str) -> bytes | None:
+        status, out, _ = self.run("cat-file", "blob", f"{self.origin}:{key}", check=False)
+        return out if status == 0 else None
+
+    def artifact_in_place(self, key: str) -> bytes | Path | None:
+        """The artifact's bytes or its LFS object's path; None when not readable here."""
+        blob = self.blob(key)
+        if blob is None:
+            return None
+        ptr = lfs_pointer(blob)
+        if ptr is None:
+            return blob
+        if not (self._lfs and self.read_local_lfs):
+            return None
+        oid, size = ptr
+        for store in self._local_lfs_stores():
+            obj = store / oid[:2] / oid[2:4] / oid
+            if _has_size(obj, size):
+                return obj
+        return None
+
+
+def direct_reader(remote: Remote) -> DirectRead | None:
+    """A `DirectRead` for a remote that is a git repository on this machine, else None."""
+    url = remote.url
+    if url.startswith("file://"):
+        base = Path(unquote(urlsplit(url).path))
+    elif os.path.isabs(url):
+        base = Path(url)
+    else:
+        return None
+    for git_dir in (base, base / ".git"):
+        try:
+            head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if (git_dir / "objects").is_dir() and head.startswith("ref: refs/heads/"):
+            branch = head[len("ref: refs/heads/") :]
+            return DirectRead(remote, base, branch) if branch else None
+    return None

@@ -21,6 +21,7 @@ from typing import Any
 
 from cce_knowledge.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.errors import CceError, SyncError
+from cce_knowledge.rustcompat import rs_trim
 from cce_knowledge.store import display_dir, knowledge_dir, prune_other_snapshots
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.cck import (
@@ -29,7 +30,7 @@ from cce_knowledge.sync.cck import (
     prefetch_numpy,
 )
 from cce_knowledge.sync.cck_stream import NotCanonical, native, stream_store_parts
-from cce_knowledge.sync.gitcache import open_cache
+from cce_knowledge.sync.gitcache import direct_reader, open_cache
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
@@ -173,6 +174,27 @@ def _import_and_install(
     return manifest, path, installed
 
 
+def _locate_in_place(
+    root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
+) -> tuple[str, str, bytes | Path] | None:
+    """(snapshot, key, artifact source) read straight from a remote on this machine, or
+    None to take the working-clone path (which then decides every error)."""
+    direct = direct_reader(rem)
+    if direct is None:
+        return None
+    if snapshot is None:
+        blob = direct.blob(K.pointer_key(corpus_id))
+        snapshot = rs_trim(blob.decode("utf-8", "replace")) if blob is not None else ""
+        if not snapshot:
+            return None
+        K.check_snapshot_arg(snapshot)
+    if not force:
+        check_marker_guard(root, corpus_id)
+    key = K.artifact_key(corpus_id, snapshot)
+    source = direct.artifact_in_place(key)
+    return None if source is None else (snapshot, key, source)
+
+
 def pull_corpus(
     root: str | os.PathLike[str],
     corpus: str | None = None,
@@ -187,19 +209,23 @@ def pull_corpus(
     rem: Remote = resolve_remote(root, remote)
     if native() is None:
         prefetch_numpy()  # the pure Python path needs it; overlaps the clone/fetch below
-    with open_cache(rem) as cache:
-        if snapshot is None:
-            ptr = K.pointer_key(corpus_id)
-            try:
-                snapshot = cache.read_text(ptr)
-            except CceError as e:
-                raise SyncError(no_pointer(corpus_id)) from e
-            if snapshot:
-                K.check_snapshot_arg(snapshot)
-        if not force:
-            check_marker_guard(root, corpus_id)
-        key = K.artifact_key(corpus_id, snapshot)
-        source = cache.artifact_source(key)
+    found = _locate_in_place(root, rem, corpus_id, snapshot, force)
+    if found is not None:
+        snapshot, key, source = found
+    else:
+        with open_cache(rem) as cache:
+            if snapshot is None:
+                ptr = K.pointer_key(corpus_id)
+                try:
+                    snapshot = cache.read_text(ptr)
+                except CceError as e:
+                    raise SyncError(no_pointer(corpus_id)) from e
+                if snapshot:
+                    K.check_snapshot_arg(snapshot)
+            if not force:
+                check_marker_guard(root, corpus_id)
+            key = K.artifact_key(corpus_id, snapshot)
+            source = cache.artifact_source(key)
     with _mapped(source) as data:
         manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
     return PullResult(
