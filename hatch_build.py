@@ -53,7 +53,7 @@ def build_native(root: Path) -> Path | None:
         cmd[1:1] = ["-undefined", "dynamic_lookup"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    except OSError as e:
+    except OSError as e:  # no compiler, or an unwritable source tree
         print(f"cce-knowledge: no C compiler ({e}); using the pure Python path", file=sys.stderr)
         return None
     if proc.returncode != 0:
@@ -64,7 +64,12 @@ def build_native(root: Path) -> Path | None:
             file=sys.stderr,
         )
         return None
-    os.replace(tmp, out)  # atomic: a process that has the old one loaded keeps it
+    try:
+        os.replace(tmp, out)  # atomic: a process that has the old one loaded keeps it
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        print(f"cce-knowledge: could not install the native accelerator ({e})", file=sys.stderr)
+        return None
     return out
 
 
