@@ -238,3 +238,22 @@ def test_docs_page_shows_the_real_help(monkeypatch: pytest.MonkeyPatch) -> None:
     help_text = sub.choices["doctor"].format_help().rstrip("\n")
     page = (Path(__file__).resolve().parents[1] / "docs" / "cli" / "doctor.md").read_text()
     assert f"```text\n{help_text}\n```" in page
+
+
+def test_native_accelerator_advisory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cce_knowledge.sync import cck_stream
+
+    make_store(tmp_path)
+    if cck_stream.native() is not None:
+        _, out, _ = run(tmp_path, capsys)
+        assert ".cck accelerator" not in out  # silent when active
+    monkeypatch.setattr(cck_stream, "_native", None)
+    monkeypatch.setenv("CCE_NATIVE", "0")
+    rc, out, _ = run(tmp_path, capsys)
+    assert rc == 0
+    assert "  advisory  the native .cck accelerator is disabled (CCE_NATIVE=0)" in out
+    monkeypatch.delenv("CCE_NATIVE")
+    _, out, _ = run(tmp_path, capsys)
+    assert "the native .cck accelerator is not built — install a C compiler" in out

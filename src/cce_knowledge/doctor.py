@@ -166,6 +166,27 @@ def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
     # "absent-store" cannot happen here (the store just loaded); say nothing.
 
 
+def _native_check(r: Report) -> None:
+    """Ours (additive): say so when pulls and pushes run without the C accelerator.
+
+    Silent when it is active, so a healthy install prints what the reference prints."""
+    from cce_knowledge.sync.cck_stream import native
+
+    if native() is not None:
+        return
+    if os.environ.get("CCE_NATIVE", "1") == "0":
+        why = "is disabled (CCE_NATIVE=0)"
+    else:
+        why = (
+            "is not built — install a C compiler and the Python headers, then reinstall "
+            "(`pip install -e .` in a checkout)"
+        )
+    r.advisory(
+        f"the native .cck accelerator {why}; pulls and pushes give the same bytes but "
+        "take several times longer on large corpora"
+    )
+
+
 def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None:
     if not (knowledge_dir(root) / "current").exists():
         return
@@ -191,6 +212,7 @@ def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None
     _pulled_bytes_check(root, r)
     if store is not None:
         _search_index_check(root, store, r)
+    _native_check(r)
 
 
 def run_doctor(

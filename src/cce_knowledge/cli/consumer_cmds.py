@@ -74,7 +74,8 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
         description=(
             "Read-only checks of the knowledge store under --dir: contract version,\n"
             "un-redacted facets and secret-shaped record ids (shown redacted), pulled\n"
-            "bytes vs the install record, and a stale derived search index.\n"
+            "bytes vs the install record, a stale derived search index, and a missing\n"
+            "native .cck accelerator.\n"
             "Exit 1 only on definite corruption; advisories keep exit 0."
         ),
         epilog=(
