@@ -1,8 +1,9 @@
-"""Streaming `.cck` → store import for pull, on the optional native accelerator.
+"""The native accelerator's Python side: streamed `.cck` → store import for pull,
+and the scans push uses (the shrink guard's digests, the store → `.cck` export).
 
-The same canonical-artifact fast path as `cck._fast_store_parts` (same bytes; the
-strict path still decides every error), arranged so pull's cost is the work and not
-its sum:
+Pull's import is the same canonical-artifact fast path as `cck._fast_store_parts`
+(same bytes; the strict path still decides every error), arranged so its cost is the
+work and not its sum:
 
 * the C module (`_cckfast`, see hatch_build.py) renders line ranges with the GIL
   released, so ranges render on threads in parallel — no forked workers, no result
