@@ -491,3 +491,17 @@ def test_a_local_remote_is_pulled_without_a_working_clone(
     )  # fmt: skip
     assert rc == 1
     assert "cache miss: knowledge/v1/fx/0123456789abcdef.cck not found on the remote" in err
+
+
+@pytest.mark.slow
+def test_a_local_lfs_cache_pulls_without_git_lfs_installed(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cce_knowledge.sync import gitcache
+
+    producer, snap = _published(sync_env, capsys)
+    monkeypatch.setattr(gitcache, "lfs_available", lambda: False)
+    dest = _pull(sync_env, capsys, "no-lfs")
+    assert (dest / ".cce/knowledge" / f"{snap}.json").read_bytes() == (
+        producer / ".cce/knowledge" / f"{snap}.json"
+    ).read_bytes()

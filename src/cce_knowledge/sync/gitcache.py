@@ -257,13 +257,16 @@ class GitCache:
         if status != 0:
             raise SyncError(f"cache miss: {key} not found on the remote")
         ptr = lfs_pointer(blob)
-        if ptr is None or not self._lfs:
+        if ptr is None:
             return blob
         oid, size = ptr
+        # A local remote's object is read in place, with or without git-lfs installed.
         for store in self._local_lfs_stores() if self.read_local_lfs else []:
             obj = store / oid[:2] / oid[2:4] / oid
             if _has_size(obj, size):
                 return obj
+        if not self._lfs:
+            return blob  # the pointer itself: the import then names the problem
         status, out, _ = self.run("rev-parse", "--verify", "--quiet", self.origin, check=False)
         if status == 0:
             self.run("lfs", "fetch", "origin", out.decode().strip(), "-I", key, check=False)
@@ -570,8 +573,8 @@ class DirectRead(GitCache):
         ptr = lfs_pointer(blob)
         if ptr is None:
             return blob
-        if not (self._lfs and self.read_local_lfs):
-            return None
+        if not self.read_local_lfs:
+            return None  # (reading the object in place needs no git-lfs binary)
         oid, size = ptr
         for store in self._local_lfs_stores():
             obj = store / oid[:2] / oid[2:4] / oid
