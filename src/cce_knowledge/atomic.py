@@ -75,9 +75,9 @@ FLUSH_STEP = 16 << 20
 
 
 def _quiet_fdatasync(fd: int) -> None:
-    # Only an early start: the closing fsync reports any error.
+    # Only an early start: the closing fsync reports any error. (No fdatasync on macOS.)
     with contextlib.suppress(OSError):
-        os.fdatasync(fd)
+        getattr(os, "fdatasync", os.fsync)(fd)
 
 
 def _fsync_dir(d: Path) -> None:
