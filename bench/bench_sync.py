@@ -113,6 +113,7 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
     clone_plain: list[tuple[float, float]] = []
     pull_cold: list[tuple[float, float]] = []
     pull_lfs: list[tuple[float, float]] = []
+    py_start: list[tuple[float, float]] = []
     pull_warm: list[tuple[float, float]] = []
     base_push: list[tuple[float, float]] = []
     base_pull: list[tuple[float, float]] = []
@@ -145,6 +146,8 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
                 {"GIT_LFS_SKIP_SMUDGE": "1"},
             )
         )
+        # The floor any Python CLI pays before its first line of work.
+        py_start.append(run([sys.executable, "-c", "pass"]))
         cck = run_dir / "clone-lfs" / "knowledge" / "v1" / name / f"{snap}.cck"
         cck_size = cck.stat().st_size
         consumer = run_dir / "consumer"
@@ -224,6 +227,7 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
     print(f"  push (unchanged again)  {fmt(push_again)}")
     print(f"  git clone (LFS smudge)  {fmt(clone_lfs)}   <- peer")
     print(f"  git clone (no LFS dl)   {fmt(clone_plain)}")
+    print(f"  python -c pass          {fmt(py_start)}")
     print(f"  pull+install (cold)     {fmt(pull_cold)}")
     print(f"  pull (cold, lfs fetch)  {fmt(pull_lfs)}")
     print(f"  pull+install (warm)     {fmt(pull_warm)}")
