@@ -597,3 +597,47 @@ def test_unchanged_republish_refreshes_metadata_and_keeps_the_artifact(
     assert hashlib.sha256((cons / ".cce/knowledge" / f"{SNAP}.json").read_bytes()).hexdigest() == (
         STORE_SHA
     )
+
+
+def test_sync_init_derives_repo_id_from_the_projects_origin(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import git
+
+    env = sync_env
+    prod = env.root("project")
+    repo = git.Repo.init(prod)
+    repo.create_remote("origin", "https://x-access-token:s3cr3t-t0ken@github.com/acme/billing.git")
+    rc, out, err = cli(capsys, "sync", "init", "--remote", env.url, "--no-lfs", "--dir", str(prod))
+    assert rc == 0, err
+    assert "  repo_id       : github.com__acme__billing\n" in out
+    cfg = (prod / ".cce" / "config").read_text()
+    assert "repo_id: github.com__acme__billing" in cfg
+    assert "s3cr3t" not in cfg + out + err
+    # Set once, it is kept: a later init does not re-derive it.
+    repo.delete_remote("origin")
+    repo.create_remote("origin", "git@example.org:other/thing.git")
+    rc, out, _ = cli(capsys, "sync", "init", "--remote", env.url, "--no-lfs", "--dir", str(prod))
+    assert rc == 0 and "  repo_id       : github.com__acme__billing\n" in out
+    # No git repository (or no origin): left unset, as before.
+    plain = env.root("plain")
+    rc, out, _ = cli(capsys, "sync", "init", "--remote", env.url, "--no-lfs", "--dir", str(plain))
+    assert rc == 0 and "  repo_id       : (resolved from git origin at push time)\n" in out
+
+
+@pytest.mark.parametrize(
+    ("origin", "repo_id"),
+    [
+        ("https://github.com/acme/billing.git", "github.com__acme__billing"),
+        ("git@github.com:acme/billing.git", "github.com__acme__billing"),
+        ("ssh://git@github.com/acme/billing", "github.com__acme__billing"),
+        ("https://user:tok@gitlab.example.com/g/sub/proj.git", "gitlab.example.com__g__sub__proj"),
+        ("acme/bill ing", "acme__bill_ing"),
+        ("/srv/git/cache.git", "srv__git__cache"),
+        ("  https://github.com/a/b  ", "github.com__a__b"),
+    ],
+)
+def test_normalize_repo_id(origin: str, repo_id: str) -> None:
+    from cce_knowledge.sync.repo_id import normalize_repo_id
+
+    assert normalize_repo_id(origin) == repo_id

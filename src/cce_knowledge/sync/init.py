@@ -24,6 +24,7 @@ from cce_knowledge.config import config_path, load_sync_config
 from cce_knowledge.errors import ConfigError
 from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, open_cache
 from cce_knowledge.sync.remote import make_remote
+from cce_knowledge.sync.repo_id import origin_repo_id
 
 
 @dataclass
@@ -103,6 +104,9 @@ def sync_init(
         old = path.read_text(encoding="utf-8") if path.exists() else None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from e
+    if repo_id is None and not load_sync_config(root, warn=False).repo_id:
+        # Unset: derive it from the project's own git origin, as the reference does.
+        repo_id = origin_repo_id(root)
     text, rewrote = edit_config_text(old, rem.url, lfs, repo_id)
     backup = None
     try:
