@@ -20,6 +20,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -400,6 +401,7 @@ class GitCache:
     def _write_entries(
         self, entries: list[tuple[str, bytes]], keep_if_present: frozenset[str] = frozenset()
     ) -> None:
+        written: list[str] = []
         for key, data in entries:
             if key in keep_if_present and self.has(key, "HEAD"):
                 continue  # the tip already carries these exact bytes (checked by the caller)
@@ -410,9 +412,18 @@ class GitCache:
                 raise SyncError(f"cannot create {key} dir: {e}") from e
             try:
                 path.write_bytes(data)
+                # Back-date it: a file as new as the index is "racily clean", and git
+                # would re-run it through git-lfs's clean filter (re-hashing the whole
+                # artifact) at the commit. The clone is ours; only git reads mtimes.
+                past = time.time() - 10
+                os.utime(path, (past, past))
             except OSError as e:
                 raise SyncError(f"cannot write {key}: {e}") from e
-            self.run("add", "--", key)
+            written.append(key)
+        if written:
+            # One `git add`: each run starts git-lfs's filter process and refreshes
+            # the index (measured: ~0.2 s apiece on a 40 MB artifact).
+            self.run("add", "--", *written)
 
     def put_many(
         self,
