@@ -269,8 +269,8 @@ def test_shrink_guard_refuses_and_leaves_remote_untouched(
     )
     assert refs(env.bare) == before
     # --force is the intentional shrink.
-    rc, out, _ = _push(env, capsys, root, "--force")
-    assert rc == 0 and refs(env.bare) != before
+    rc, out, err = _push(env, capsys, root, "--force")
+    assert rc == 0 and refs(env.bare) != before, err
 
 
 def test_dry_run_diff_and_first_publish(

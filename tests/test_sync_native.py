@@ -505,3 +505,14 @@ def test_a_local_lfs_cache_pulls_without_git_lfs_installed(
     assert (dest / ".cce/knowledge" / f"{snap}.json").read_bytes() == (
         producer / ".cce/knowledge" / f"{snap}.json"
     ).read_bytes()
+
+
+@pytest.mark.slow
+def test_rapid_same_size_rewrites_are_all_published(sync_env: SyncEnv) -> None:
+    # Files are back-dated before `git add`; a rewrite with the same size in the same
+    # second must still be staged (not mistaken for the old, stat-identical entry).
+    with open_cache(make_remote(sync_env.url), for_write=True) as cache:
+        for i in range(6):
+            payload = f"{i:016x}\n".encode()
+            cache.put_many([("knowledge/v1/fx/current", payload)], f"rewrite {i}")
+            assert bare_file(sync_env.bare, "knowledge/v1/fx/current") == payload

@@ -421,8 +421,11 @@ class GitCache:
                 raise SyncError(f"cannot write {key}: {e}") from e
             written.append(key)
         if written:
-            # One `git add`: each run starts git-lfs's filter process and refreshes
-            # the index (measured: ~0.2 s apiece on a 40 MB artifact).
+            # Back-dated files can match their old index entries stat for stat (same
+            # size, same second, same inode): drop the entries so `add` hashes the
+            # new bytes. One `add` for all keys: each run starts git-lfs's filter
+            # process and refreshes the index (~0.2 s apiece on a 40 MB artifact).
+            self.run("rm", "--cached", "-q", "--ignore-unmatch", "--", *written)
             self.run("add", "--", *written)
 
     def put_many(
