@@ -1,21 +1,23 @@
 /*
- * Optional native accelerator for pull's canonical-artifact fast path (cck.py).
+ * Optional native accelerator for the canonical-artifact fast paths of cck.py.
  *
  * render(data, lo, hi, bits_text) takes whole LF-terminated `.cck` chunk lines in
  * data[lo:hi] and returns (line count, store chunk texts joined by ",\n"), or None as
- * soon as a line is not canonical -- exactly the lines cck._LINE plus cck._fast_scan
- * accept -- so the strict Python path keeps deciding every error. It is a drop-in for
- * cck._fast_render and is tested byte for byte against it.
+ * soon as a line is not canonical -- exactly the lines cck._LINE_PATTERN plus
+ * cck._fast_scan accept -- so the strict Python path keeps deciding every error. It is
+ * a drop-in for cck._fast_render and is tested byte for byte against it. tokens() is
+ * the same scan for the shrink guard; export() is the reverse (store file -> .cck
+ * lines), a drop-in for cck._fast_export_range.
  *
- * Float text is never formatted here: non-zero components are looked up in a shared
- * cache keyed by their bit pattern, and a miss calls `bits_text(bits) -> bytes` (the
- * Python renderer) once. Hash-embedder values repeat heavily (100k records: 5.9M
- * non-zero components, 40k distinct), so misses are rare.
+ * Float text: non-zero components are looked up in a shared cache keyed by their bit
+ * pattern (hash-embedder values repeat heavily: 100k records have 5.9M non-zero
+ * components, 40k distinct); a miss is formatted here (serde_text) or, for the few
+ * values this code does not decide, by `bits_text(bits) -> bytes`, the Python renderer.
  *
  * The GIL is released while scanning, so ranges render in parallel on threads; it is
- * re-taken only for a cache miss or to grow the output. Cache inserts happen under
- * the GIL (one writer at a time); lock-free readers see an entry only after its text
- * is complete (release/acquire on the key).
+ * re-taken only to call bits_text or to grow the output. Cache inserts take a spinlock
+ * (one writer at a time); lock-free readers see an entry only after its text is
+ * complete (release/acquire on the key).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
