@@ -23,6 +23,7 @@ import hashlib
 import importlib
 import json
 import math
+import mmap
 import os
 import re
 import struct
@@ -45,6 +46,8 @@ PHASE_A_REFUSAL = (
 )
 
 _U64 = 2**64
+#: An artifact's bytes as the fast paths read them: in memory, or a mapped file.
+Artifact = bytes | mmap.mmap
 
 
 class CckError(SyncError):
@@ -141,7 +144,9 @@ def _body(chunk_lines: list[str]) -> bytes:
     return "".join(line + "\n" for line in chunk_lines).encode("utf-8")
 
 
-def _digest(manifest: CckManifest, body: bytes) -> str:
+def _digest(manifest: CckManifest, body: bytes | memoryview) -> str:
+    """The checksum over (manifest with the checksum blanked, body); `body` may be a
+    view of a mapped artifact (hashlib drops the GIL for it)."""
     h = hashlib.sha256((canonical(manifest.as_dict(checksum="")) + "\n").encode("utf-8"))
     h.update(body)
     return h.hexdigest()
@@ -747,14 +752,11 @@ def _fast_run(
     """Manifest + line count + `fn` over line ranges (forked when it pays) + the digest;
     None whenever the strict path has to decide."""
     global _FAST_DATA
-    nl = data.find(b"\n")
-    if nl < 0 or not data.endswith(b"\n") or sys.byteorder != "little":
+    head = fast_head(data)
+    if head is None:
         return None
-    try:
-        m = _manifest(_loads(data[:nl].decode("utf-8"), "manifest"))
-    except (CckError, UnicodeDecodeError):
-        return None
-    lo, hi = nl + 1, len(data)
+    m, lo = head
+    hi = len(data)
     n_lines = data.count(b"\n", lo, hi)
     if n_lines != m.chunk_count:
         return None
@@ -779,11 +781,23 @@ def _fast_run(
     return m, done
 
 
-def _fast_verified(m: CckManifest, data: bytes, body_at: int) -> bool:
+def fast_head(data: Artifact) -> tuple[CckManifest, int] | None:
+    """(manifest, offset of the first chunk line) for the fast paths; None leaves the
+    artifact to the strict path (no LF, no final LF, a bad manifest, a big-endian host)."""
+    if sys.byteorder != "little":
+        return None
+    nl = data.find(b"\n")
+    if nl < 0 or data[len(data) - 1] != 10:
+        return None
+    try:
+        return _manifest(_loads(bytes(data[:nl]).decode("utf-8"), "manifest")), nl + 1
+    except (CckError, UnicodeDecodeError):
+        return None
+
+
+def _fast_verified(m: CckManifest, data: Artifact, body_at: int) -> bool:
     # UTF-8 validity of the body is checked per string token by `_fast_render`.
-    h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
-    h.update(memoryview(data)[body_at:])
-    return h.hexdigest() == m.checksum
+    return _digest(m, memoryview(data)[body_at:]) == m.checksum
 
 
 def _store_head(m: CckManifest) -> bytes:

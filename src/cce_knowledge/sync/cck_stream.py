@@ -32,18 +32,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from cce_knowledge.jsonout import canonical
 from cce_knowledge.sync.cck import (
-    CckError,
     CckManifest,
     _bits_text,
+    _digest,
     _line_ranges,
-    _loads,
-    _manifest,
     _store_head,
     _token_str,
     _workers,
     chunk_digest,
+    fast_head,
 )
 
 #: Bytes of artifact per rendered range: small enough to start writing early and to
@@ -97,35 +95,20 @@ def stream_store_parts(
     `data` is bytes or an mmap. The iterator raises NotCanonical (before yielding the
     closing part) when the strict path has to decide after all."""
     mod = native()
-    head = _head(data) if mod is not None else None
+    head = fast_head(data) if mod is not None else None
     if mod is None or head is None:
         return None
     return head[0], _parts(mod, head[0], data, head[1], jobs)
 
 
-def _head(data: Any) -> tuple[CckManifest, int] | None:
-    """(manifest, offset of the first chunk line), or None to leave it to the strict path."""
-    if sys.byteorder != "little":
-        return None
-    nl = data.find(b"\n")
-    if nl < 0 or len(data) == 0 or data[len(data) - 1] != 10:
-        return None
-    try:
-        return _manifest(_loads(bytes(data[:nl]).decode("utf-8"), "manifest")), nl + 1
-    except (CckError, UnicodeDecodeError):
-        return None
-
-
 def _body_digest(m: CckManifest, data: Any, lo: int) -> tuple[threading.Thread, list[str]]:
-    """Start hashing the checksum stream on a thread; the list gets the hex digest."""
+    """Start the checksum on a thread (hashlib drops the GIL); the list gets the digest."""
     digest: list[str] = []
-
-    def run() -> None:
-        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
-        h.update(memoryview(data)[lo:])  # releases the GIL
-        digest.append(h.hexdigest())
-
-    t = threading.Thread(target=run, name="cck-checksum", daemon=True)
+    t = threading.Thread(
+        target=lambda: digest.append(_digest(m, memoryview(data)[lo:])),
+        name="cck-checksum",
+        daemon=True,
+    )
     t.start()
     return t, digest
 
@@ -136,7 +119,7 @@ def chunk_digests(
     """`cck.import_chunk_digests` on the native path (the shrink guard's read of the
     remote artifact), or None whenever the strict path has to decide."""
     mod = native()
-    head = _head(data) if mod is not None else None
+    head = fast_head(data) if mod is not None else None
     if mod is None or head is None:
         return None
     m, lo = head
