@@ -176,12 +176,9 @@ class GitCache:
     def _head_branch(self) -> str:
         # `.git/HEAD` of a non-detached clone is `ref: refs/heads/<branch>`: reading it
         # saves a git process on every open; anything else asks git.
-        try:
-            head = (self.dir / ".git" / "HEAD").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            head = ""
-        if head.startswith("ref: refs/heads/") and len(head) > len("ref: refs/heads/"):
-            return head[len("ref: refs/heads/") :]
+        branch = head_branch(self.dir / ".git")
+        if branch:
+            return branch
         _, out, _ = self.run("symbolic-ref", "--short", "HEAD", check=False)
         return out.decode().strip() or "main"
 
@@ -262,10 +259,9 @@ class GitCache:
             return blob
         oid, size = ptr
         # A local remote's object is read in place, with or without git-lfs installed.
-        for store in self._local_lfs_stores() if self.read_local_lfs else []:
-            obj = store / oid[:2] / oid[2:4] / oid
-            if _has_size(obj, size):
-                return obj
+        obj = self.local_lfs_object(oid, size)
+        if obj is not None:
+            return obj
         if not self._lfs:
             return blob  # the pointer itself: the import then names the problem
         status, out, _ = self.run("rev-parse", "--verify", "--quiet", self.origin, check=False)
@@ -286,16 +282,18 @@ class GitCache:
         except OSError as e:
             raise SyncError(f"cannot read {key} from the LFS store: {e}") from e
 
-    def _local_lfs_stores(self) -> list[Path]:
-        """LFS object directories of a remote on this machine (none for network remotes)."""
-        url = self.remote.url
-        if url.startswith("file://"):
-            base = Path(unquote(urlsplit(url).path))
-        elif os.path.isabs(url):
-            base = Path(url)
-        else:
-            return []
-        return [base / "lfs" / "objects", base / ".git" / "lfs" / "objects"]
+    def local_lfs_object(self, oid: str, size: int) -> Path | None:
+        """The LFS object `oid` of a remote on this machine, if it is there with the
+        pointer's size (a bare repo keeps it in `lfs/`, a working repo in `.git/lfs/`);
+        None for network remotes or with CCE_LFS_IN_PLACE=0."""
+        base = local_path(self.remote.url)
+        if base is None or not self.read_local_lfs:
+            return None
+        for store in (base / "lfs" / "objects", base / ".git" / "lfs" / "objects"):
+            obj = store / oid[:2] / oid[2:4] / oid
+            if _has_size(obj, size):
+                return obj
+        return None
 
     def ls_tree_names(self, *args: str) -> list[str]:
         status, out, _ = self.run("ls-tree", *args, check=False)
@@ -587,31 +585,37 @@ class DirectRead(GitCache):
         ptr = lfs_pointer(blob)
         if ptr is None:
             return blob
-        if not self.read_local_lfs:
-            return None  # (reading the object in place needs no git-lfs binary)
-        oid, size = ptr
-        for store in self._local_lfs_stores():
-            obj = store / oid[:2] / oid[2:4] / oid
-            if _has_size(obj, size):
-                return obj
-        return None
+        # (reading the object in place needs no git-lfs binary)
+        return self.local_lfs_object(*ptr)
 
 
 def direct_reader(remote: Remote) -> DirectRead | None:
     """A `DirectRead` for a remote that is a git repository on this machine, else None."""
-    url = remote.url
-    if url.startswith("file://"):
-        base = Path(unquote(urlsplit(url).path))
-    elif os.path.isabs(url):
-        base = Path(url)
-    else:
+    base = local_path(remote.url)
+    if base is None:
         return None
     for git_dir in (base, base / ".git"):
-        try:
-            head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if (git_dir / "objects").is_dir() and head.startswith("ref: refs/heads/"):
-            branch = head[len("ref: refs/heads/") :]
-            return DirectRead(remote, base, branch) if branch else None
+        branch = head_branch(git_dir)
+        if branch and (git_dir / "objects").is_dir():
+            return DirectRead(remote, base, branch)
     return None
+
+
+def local_path(url: str) -> Path | None:
+    """The directory of a `file://` or absolute-path remote; None for network remotes."""
+    if url.startswith("file://"):
+        return Path(unquote(urlsplit(url).path))
+    return Path(url) if os.path.isabs(url) else None
+
+
+def head_branch(git_dir: Path) -> str | None:
+    """The branch `git_dir/HEAD` names (`ref: refs/heads/<branch>`); None if detached,
+    missing or unreadable."""
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix = "ref: refs/heads/"
+    if not head.startswith(prefix):
+        return None
+    return head[len(prefix) :] or None
