@@ -21,13 +21,21 @@ from pathlib import Path
 from typing import Any
 
 SOURCE = Path("src/cce_knowledge/sync/_cckfast.c")
+#: A debugging build for tools/fuzz_cckfast.py (run it with libasan preloaded).
+SANITIZE_FLAGS = (
+    "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+)  # fmt: skip
 
 
-def build_native(root: Path) -> Path | None:
-    """Compile the extension in place; return its path, or None (with a warning)."""
+def build_native(
+    root: Path, out: Path | None = None, flags: tuple[str, ...] = ("-O2",)
+) -> Path | None:
+    """Compile the extension (in place unless `out` is given); return its path, or
+    None with a warning."""
     src = root / SOURCE
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    out = src.with_name("_cckfast" + suffix)
+    out = out or src.with_name("_cckfast" + suffix)
     if sys.platform == "win32":
         print(
             "cce-knowledge: native accelerator not built on Windows (pure Python)", file=sys.stderr
@@ -40,7 +48,7 @@ def build_native(root: Path) -> Path | None:
     cmd = [
         *cc,
         f'-DCCKFAST_SOURCE_SHA256="{digest}"',
-        "-O2",
+        *flags,
         "-shared",
         "-fPIC",
         "-fvisibility=hidden",
@@ -94,6 +102,11 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
 
 
 if __name__ == "__main__":
-    built = build_native(Path(__file__).resolve().parent)
+    # `python hatch_build.py` rebuilds in place; `--sanitize OUT` writes an ASan/UBSan build.
+    here = Path(__file__).resolve().parent
+    if len(sys.argv) == 3 and sys.argv[1] == "--sanitize":
+        built = build_native(here, Path(sys.argv[2]).resolve(), SANITIZE_FLAGS)
+    else:
+        built = build_native(here)
     print(built or "not built")
     sys.exit(0 if built else 1)

@@ -5,9 +5,7 @@ The tests prove `_cckfast` gives the Python fast path's answers; this proves it 
 reads or writes out of bounds on damaged input (flipped, deleted, inserted bytes,
 truncation) for all of `render`, `tokens`, `export` and `float_text`.
 
-  gcc -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -shared -fPIC \\
-      -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \\
-      src/cce_knowledge/sync/_cckfast.c -o /tmp/asan/_cckfast.so
+  python3 hatch_build.py --sanitize /tmp/asan/_cckfast.so
   LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \\
       python3 tools/fuzz_cckfast.py /tmp/asan/_cckfast.so --seconds 90 --seed 1
 
