@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import unquote, urlsplit
 
 import git
 
@@ -32,11 +31,18 @@ from cce_knowledge.atomic import file_lock
 from cce_knowledge.errors import SyncError
 from cce_knowledge.rustcompat import rs_trim
 from cce_knowledge.sync import keys as K
+from cce_knowledge.sync.localrepo import (
+    LFS_POINTER_PREFIX,
+    has_size,
+    head_branch,
+    lfs_in_place_enabled,
+    lfs_pointer,
+    local_lfs_object,
+)
 from cce_knowledge.sync.remote import Remote, clone_dir, scrub, sync_home
 
 IDENTITY = ("-c", "user.name=cce-sync", "-c", "user.email=cce-sync@localhost")
 MAX_PUSH_ATTEMPTS = 5
-LFS_POINTER_PREFIX = b"version https://git-lfs"
 CCK_ATTR_LINE = "*.cck filter=lfs diff=lfs merge=lfs -text"
 CCE_ATTR_LINE = "*.cce filter=lfs diff=lfs merge=lfs -text"
 
@@ -61,7 +67,7 @@ class GitCache:
         self._env = self._build_env()
         #: read a local remote's LFS objects in place; CCE_LFS_IN_PLACE=0 always goes
         #: through `git lfs fetch` (tests and the benchmark cover both)
-        self.read_local_lfs = os.environ.get("CCE_LFS_IN_PLACE", "1") != "0"
+        self.read_local_lfs = lfs_in_place_enabled()
 
     # ------------------------------------------------------------ plumbing
 
@@ -268,7 +274,7 @@ class GitCache:
         if status == 0:
             self.run("lfs", "fetch", "origin", out.decode().strip(), "-I", key, check=False)
             obj = self.dir / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
-            if _has_size(obj, size):
+            if has_size(obj, size):
                 return obj
         return self.get(key)  # smudge through a pipe, with its error message
 
@@ -283,17 +289,10 @@ class GitCache:
             raise SyncError(f"cannot read {key} from the LFS store: {e}") from e
 
     def local_lfs_object(self, oid: str, size: int) -> Path | None:
-        """The LFS object `oid` of a remote on this machine, if it is there with the
-        pointer's size (a bare repo keeps it in `lfs/`, a working repo in `.git/lfs/`);
-        None for network remotes or with CCE_LFS_IN_PLACE=0."""
-        base = local_path(self.remote.url)
-        if base is None or not self.read_local_lfs:
+        """The local remote's LFS object read in place (see localrepo), else None."""
+        if not self.read_local_lfs:
             return None
-        for store in (base / "lfs" / "objects", base / ".git" / "lfs" / "objects"):
-            obj = store / oid[:2] / oid[2:4] / oid
-            if _has_size(obj, size):
-                return obj
-        return None
+        return local_lfs_object(self.remote.url, oid, size)
 
     def ls_tree_names(self, *args: str) -> list[str]:
         status, out, _ = self.run("ls-tree", *args, check=False)
@@ -514,29 +513,6 @@ class GitCache:
         return True
 
 
-def lfs_pointer(blob: bytes) -> tuple[str, int] | None:
-    """(sha256 oid, size) of a git-lfs pointer blob, else None."""
-    if not blob.startswith(LFS_POINTER_PREFIX) or len(blob) >= 1024:
-        return None
-    oid: str | None = None
-    size: int | None = None
-    for line in blob.decode("ascii", "replace").split("\n"):
-        if line.startswith("oid sha256:"):
-            cand = line[len("oid sha256:") :]
-            if len(cand) == 64 and all(c in "0123456789abcdef" for c in cand):
-                oid = cand
-        elif line.startswith("size ") and line[5:].isdigit():
-            size = int(line[5:])
-    return (oid, size) if oid is not None and size is not None else None
-
-
-def _has_size(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def open_cache(
     remote: Remote, *, for_write: bool = False, lock_timeout: float | None = None
@@ -556,66 +532,3 @@ def open_cache(
         cache = GitCache(remote, d)
         cache.open(for_write=for_write)
         yield cache
-
-
-class DirectRead(GitCache):
-    """A repository on this machine read in place, without a working clone.
-
-    Pulls from a `file://` or path remote need two blobs and an LFS object that are
-    already on this disk; cloning first would only copy refs to read them back. Every
-    miss returns None so the caller takes the clone path, which owns the errors."""
-
-    def __init__(self, remote: Remote, directory: Path, branch: str) -> None:
-        super().__init__(remote, directory)
-        self.branch = branch
-
-    @property
-    def origin(self) -> str:
-        return f"refs/heads/{self.branch}"
-
-    def blob(self, key: str) -> bytes | None:
-        status, out, _ = self.run("cat-file", "blob", f"{self.origin}:{key}", check=False)
-        return out if status == 0 else None
-
-    def artifact_in_place(self, key: str) -> bytes | Path | None:
-        """The artifact's bytes or its LFS object's path; None when not readable here."""
-        blob = self.blob(key)
-        if blob is None:
-            return None
-        ptr = lfs_pointer(blob)
-        if ptr is None:
-            return blob
-        # (reading the object in place needs no git-lfs binary)
-        return self.local_lfs_object(*ptr)
-
-
-def direct_reader(remote: Remote) -> DirectRead | None:
-    """A `DirectRead` for a remote that is a git repository on this machine, else None."""
-    base = local_path(remote.url)
-    if base is None:
-        return None
-    for git_dir in (base, base / ".git"):
-        branch = head_branch(git_dir)
-        if branch and (git_dir / "objects").is_dir():
-            return DirectRead(remote, base, branch)
-    return None
-
-
-def local_path(url: str) -> Path | None:
-    """The directory of a `file://` or absolute-path remote; None for network remotes."""
-    if url.startswith("file://"):
-        return Path(unquote(urlsplit(url).path))
-    return Path(url) if os.path.isabs(url) else None
-
-
-def head_branch(git_dir: Path) -> str | None:
-    """The branch `git_dir/HEAD` names (`ref: refs/heads/<branch>`); None if detached,
-    missing or unreadable."""
-    try:
-        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    prefix = "ref: refs/heads/"
-    if not head.startswith(prefix):
-        return None
-    return head[len(prefix) :] or None

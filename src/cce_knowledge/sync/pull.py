@@ -30,7 +30,7 @@ from cce_knowledge.sync.cck import (
     prefetch_numpy,
 )
 from cce_knowledge.sync.cck_stream import NotCanonical, native, stream_store_parts
-from cce_knowledge.sync.gitcache import direct_reader, open_cache
+from cce_knowledge.sync.localrepo import open_local
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
@@ -179,7 +179,7 @@ def _locate_in_place(
 ) -> tuple[str, str, bytes | Path] | None:
     """(snapshot, key, artifact source) read straight from a remote on this machine, or
     None to take the working-clone path (which then decides every error)."""
-    direct = direct_reader(rem)
+    direct = open_local(rem.url)
     if direct is None:
         return None
     if snapshot is None:
@@ -213,6 +213,9 @@ def pull_corpus(
     if found is not None:
         snapshot, key, source = found
     else:
+        # GitPython is imported only here: the in-place read above does without it.
+        from cce_knowledge.sync.gitcache import open_cache
+
         with open_cache(rem) as cache:
             if snapshot is None:
                 ptr = K.pointer_key(corpus_id)
