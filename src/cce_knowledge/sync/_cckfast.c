@@ -361,6 +361,75 @@ static int round_digits(const char *d17, int e17, int p, char *d, int *e) {
     return p;
 }
 
+#ifdef __SIZEOF_INT128__
+typedef unsigned __int128 u128;
+static u128 POW10[39]; /* filled once at module init */
+
+static void pow10_init(void) {
+    u128 v = 1;
+    for (int i = 0; i < 39; i++, v *= 10) POW10[i] = v;
+}
+
+/* shortest_digits in exact integer arithmetic, for the values embeddings hold: x =
+ * m * 2^-q with 0 <= q <= 126 and 1e-6 <= x < 1e15, so the scaled value N = m * 10^k of
+ * every candidate fits in 128 bits. Same decisions as the printf/strtod path below:
+ * the correctly rounded 15-, 16-, then 17-digit decimal, the first whose distance to x
+ * is within half an ulp (exactly half: only when m is even, as strtod's
+ * round-half-even reads it back). Returns 0 -- the slow path decides -- outside that
+ * range, on an exact decimal tie and on a carry into a new digit. ~20x faster: a
+ * cold pull formats tens of thousands of distinct values. */
+static int exact_digits(uint64_t mag, char *d, int *e) {
+    int be = (int)(mag >> 52);
+    int q = 1075 - be;
+    if (q < 0 || q > 126) return 0;
+    uint64_t m = (mag & ((1ull << 52) - 1)) | (1ull << 52);
+    /* Decimal exponent E of x: estimated from the binary one, then made exact. */
+    int E = (int)((double)(be - 1023) * 0.30102999566398120) - 1;
+    u128 D0 = 0;
+    for (int tries = 0;; tries++) {
+        int k = 16 - E;
+        if (k < 0 || k > 22 || tries > 4) return 0;
+        D0 = ((u128)m * POW10[k]) >> q;
+        if (D0 >= POW10[17]) E++;
+        else if (D0 < POW10[16]) E--;
+        else break;
+    }
+    for (int p = 15; p <= 17; p++) {
+        int k = p - 1 - E;
+        if (k < 0) return 0; /* x >= 1e15: p digits would need a division */
+        u128 N = (u128)m * POW10[k];
+        u128 D = q ? N >> q : N;
+        u128 r = q ? N & (((u128)1 << q) - 1) : 0;
+        u128 diff = r;
+        if (q) {
+            u128 half = (u128)1 << (q - 1);
+            if (r == half) return 0;
+            if (r > half) {
+                D++;
+                diff = ((u128)1 << q) - r;
+            }
+        }
+        if (D >= POW10[p]) return 0;
+        u128 twice = diff << 1;
+        if (twice < POW10[k] || (twice == POW10[k] && !(m & 1))) {
+            uint64_t v = (uint64_t)D;
+            for (int i = p - 1; i >= 0; i--, v /= 10) d[i] = (char)('0' + v % 10);
+            *e = E;
+            int n = p;
+            while (n > 1 && d[n - 1] == '0') n--;
+            return n;
+        }
+    }
+    return 0;
+}
+#else
+static void pow10_init(void) {}
+static int exact_digits(uint64_t mag, char *d, int *e) {
+    (void)mag, (void)d, (void)e;
+    return 0;
+}
+#endif
+
 /* Shortest round-trip digits of finite, normal, non-power-of-two x > 0 (see serde_text):
  * the correctly rounded 15-, then 16-digit decimal if it reads back as x, else 17.
  * One printf for the 17 digits; the shorter candidates are rounded from them. */
@@ -431,7 +500,8 @@ static size_t serde_text(uint64_t k, char *out) {
     double x;
     memcpy(&x, &mag, 8);
     char d[24];
-    int e, n = shortest_digits(x, d, &e);
+    int e, n = exact_digits(mag, d, &e);
+    if (!n) n = shortest_digits(x, d, &e);
     if (!n) return 0;
     while (n > 1 && d[n - 1] == '0') n--;
     if (e >= -5 && e <= 15) {
@@ -1169,6 +1239,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__cckfast(void) {
     b64_init();
+    pow10_init();
     PyObject *m = PyModule_Create(&module);
     /* Lets the loader refuse a module compiled from an older _cckfast.c. */
     if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", CCKFAST_SOURCE_SHA256) < 0) {

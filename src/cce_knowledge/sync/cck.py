@@ -1054,9 +1054,9 @@ def fast_export_store_bytes(
         or not data[:at].endswith(b",")
     ):
         return None
-    from cce_knowledge.sync.cck_stream import RANGE_BYTES, export_slices
+    from cce_knowledge.sync.cck_stream import EXPORT_RANGE_BYTES, export_slices
 
-    native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // RANGE_BYTES)))
+    native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
     native = export_slices(data, native_bounds, jobs)
     parts: list[ExportSlice | None]
     if native is not None:

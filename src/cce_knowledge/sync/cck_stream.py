@@ -44,9 +44,14 @@ from cce_knowledge.sync.cck import (
     fast_head,
 )
 
-#: Bytes of artifact per rendered range: small enough to start writing early and to
-#: balance two threads, large enough that per-call overhead vanishes.
-RANGE_BYTES = 8 << 20
+#: Bytes of artifact per rendered range (pull, the shrink guard). Small: writing starts
+#: after the first MiB, the two threads stay balanced to the end, and recently freed
+#: output buffers are reused instead of faulting in fresh memory (measured on 2 cores:
+#: rfcs install ~15 ms faster than with 8 MiB, the 100k render 0.38 s against 0.49 s).
+RANGE_BYTES = 1 << 20
+
+#: Bytes of store per exported range (push): larger, each range returns Python lists.
+EXPORT_RANGE_BYTES = 8 << 20
 
 _native: ModuleType | bool | None = False  # False = not looked up yet
 
