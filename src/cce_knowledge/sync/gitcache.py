@@ -7,9 +7,10 @@ never rebase), at most five attempts; afterwards the remote is read back.
 Differences from the reference that do not change the wire:
 * the clone is guarded by an flock, so two commands sharing a clone never interleave;
 * a clone is created in a temp directory and renamed, so a killed clone leaves nothing;
-* LFS artifacts are read with `cat-file` + `git lfs smudge` for the one key wanted
-  (the working tree never smudges, `GIT_LFS_SKIP_SMUDGE=1`), instead of checking out
-  and downloading every artifact of every corpus;
+* an LFS artifact is read as a file for the one key wanted -- a local remote's object
+  in place, else `git lfs fetch` of that key (the working tree never smudges,
+  `GIT_LFS_SKIP_SMUDGE=1`) -- instead of checking out and downloading every artifact
+  of every corpus; a pull from a local remote skips this clone entirely (localrepo.py);
 * credentials come from the environment only (see remote.py) and every git error
   is scrubbed before it is shown.
 """
