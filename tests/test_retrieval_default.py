@@ -319,8 +319,6 @@ def test_model_numbers_match_a_naive_recount(store) -> None:  # type: ignore[no-
         )
         want = {t: d.saturate(ct[t], cb[t], cl[t], *norms) for t in set(ct) | set(cb)}
         assert rd.sat == dict(zip(want, array("f", want.values()), strict=True))
-        lead = {t: d.section_weight(f, norms[2]) for t, f in cl.items()}
-        assert rd.lead == dict(zip(lead, array("f", lead.values()), strict=True))
     avg_c = sum(len(ts) for ts in per_chunk) / len(chunks) if chunks else 0.0
     for ts, sw in zip(per_chunk, model.section_w, strict=True):
         norm = d.field_norm(d.SECTION_B, len(ts), avg_c)

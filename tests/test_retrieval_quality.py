@@ -3,8 +3,9 @@
 Corpus: tests/fixtures/quality/rfcs-lead.jsonl.gz — the 647 Rust RFC records of the
 bench corpus cut to their first ~3000 characters (title, summary, motivation), so
 the test is self-contained. Suites: examples/rfcs-dev-suite.ask.jsonl (70) and the
-held-out examples/rfcs-holdout.ask.jsonl (50) and rfcs-holdout2.ask.jsonl (60, about
-RFCs the others do not use). The assertion is a margin over the
+held-out examples/rfcs-holdout.ask.jsonl (50), rfcs-holdout2.ask.jsonl,
+rfcs-holdout3.ask.jsonl and rfcs-holdout4.ask.jsonl (60 each, each about RFCs no
+earlier suite uses). The assertion is a margin over the
 reference ranking on each suite and an absolute floor well below the measured
 figures, not pinned numbers: a change that breaks ranking fails, tuning noise does not.
 """
@@ -23,10 +24,17 @@ from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "quality" / "rfcs-lead.jsonl.gz"
-SUITES = ["rfcs-dev-suite.ask.jsonl", "rfcs-holdout.ask.jsonl", "rfcs-holdout2.ask.jsonl"]
+SUITES = [
+    "rfcs-dev-suite.ask.jsonl",
+    "rfcs-holdout.ask.jsonl",
+    "rfcs-holdout2.ask.jsonl",
+    "rfcs-holdout3.ask.jsonl",
+    "rfcs-holdout4.ask.jsonl",
+]
 #: Absolute hit@5 floors, well below the measured figures on the cut corpus (dev 0.96,
-#: held-out 0.92, held-out 2 0.83 — the harder suite gets a lower floor).
-HIT_FLOOR = {SUITES[0]: 0.80, SUITES[1]: 0.80, SUITES[2]: 0.75}
+#: held-out 0.92, held-out 2 0.83 — the harder suite gets a lower floor; held-out 3
+#: and 4 were added after the ranking was final, with the same floor as held-out 2).
+HIT_FLOOR = {SUITES[0]: 0.80, SUITES[1]: 0.80, SUITES[2]: 0.75, SUITES[3]: 0.75, SUITES[4]: 0.75}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +70,8 @@ def test_default_beats_reference_with_a_margin(index: FastIndex, suite: str) -> 
 
 def test_suites_do_not_overlap() -> None:
     """The held-out suites stay independent: no shared question ids or query texts, and
-    the second held-out suite expects none of the records the other two expect."""
+    each suite after the first held-out one expects none of the records any earlier
+    suite expects."""
     suites = [
         parse_suite((ROOT / "examples" / s).read_text(encoding="utf-8")).cases for s in SUITES
     ]
@@ -70,5 +79,6 @@ def test_suites_do_not_overlap() -> None:
         for b in suites[i + 1 :]:
             assert not {c.id for c in a} & {c.id for c in b}
             assert not {c.query for c in a} & {c.query for c in b}
-    earlier = {e for cases in suites[:2] for c in cases for e in c.expect}
-    assert not earlier & {e for c in suites[2] for e in c.expect}
+    for n in range(2, len(suites)):
+        earlier = {e for cases in suites[:n] for c in cases for e in c.expect}
+        assert not earlier & {e for c in suites[n] for e in c.expect}, SUITES[n]

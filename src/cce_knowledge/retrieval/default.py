@@ -11,13 +11,11 @@ the answer.
 Share = Σ_t idf(t)·sat(t, record) / Σ_t idf(t) over the unique query terms, where
 sat = tf'/(k1 + tf') < 1: the part of the query's idf mass the record covers.
 
-The RERANK best shares (ties included) are re-ranked with three record-level signals,
+The RERANK best shares (ties included) are re-ranked with two record-level signals,
 each also a share of the query's weight in [0, 1]: the query terms found in the
-title, the mean of the record's two best section scores, and the lead's own BM25
-(its first LEAD_TERMS terms, saturated on their own). Score =
-(share + TITLE_COVER·title + SECTION_TOP2·sections + LEAD_SCORE·lead) / FINAL_NORM,
-FINAL_NORM = 1 + TITLE_COVER + SECTION_TOP2 + LEAD_SCORE; the other records keep
-share / FINAL_NORM, so scores stay in [0, 1) and are monotone in
+title, and the mean of the record's two best section scores. Score =
+(share + TITLE_COVER·title + SECTION_TOP2·sections) / (1 + TITLE_COVER + SECTION_TOP2),
+the other records keep share / (1 + …), so scores stay in [0, 1) and are monotone in
 the share outside the re-ranked head; `min_score` (default 0.05) applies to it.
 
 This module is the straightforward implementation (and the builder of the numbers
@@ -68,15 +66,6 @@ PAIR_WEIGHT = 0.5
 RERANK = 20
 TITLE_COVER = 0.2
 SECTION_TOP2 = 0.4
-#: The lead's own BM25 (tf / (tf + K1·norm) per query term, LEAD_B length
-#: normalisation) as a third re-ranking signal. Inside BM25F the lead's counts are
-#: summed with the body's and saturated together, so a record whose summary states
-#: the query's words earns little over one that repeats them further down; on its
-#: own the lead says "this record is about that". Measured on the 180-question
-#: development pool (docs/ranking.md): 0.5–2.0 all gain a little, 1.0 most — but a
-#: weight picked on two suites gains nothing on the third, so later held-out suites
-#: decide whether it stays (LEAD_SCORE = 0 turns it off).
-LEAD_SCORE = 1.0
 
 
 #: Part of the index key: any change to the analysis or the numbers bumps it.
@@ -84,7 +73,7 @@ def params() -> str:
     return (
         f"bm25f k1={K1} wt={TITLE_WEIGHT} wb={BODY_WEIGHT} wl={LEAD_WEIGHT} ln={LEAD_TERMS} "
         f"bt={TITLE_B} bb={BODY_B} bl={LEAD_B} bs={SECTION_B} pw={PAIR_WEIGHT} an=5 "
-        f"rr={RERANK} tc={TITLE_COVER} s2={SECTION_TOP2} ls={LEAD_SCORE} w=f32"
+        f"rr={RERANK} tc={TITLE_COVER} s2={SECTION_TOP2} w=f32"
     )
 
 
@@ -131,7 +120,6 @@ class RecordDoc:
     chunks: list[int] = field(default_factory=list)  # indexes into the live chunk list
     sat: dict[str, float] = field(default_factory=dict)
     title: frozenset[str] = frozenset()  # the title's terms (for TITLE_COVER)
-    lead: dict[str, float] = field(default_factory=dict)  # lead BM25 weights (LEAD_SCORE)
 
 
 @dataclass(slots=True)
@@ -212,7 +200,6 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
             df[t] = df.get(t, 0) + 1
             rd.sat[t] = saturate(tt.get(t, 0), bt.get(t, 0), lt.get(t, 0), nt, nb, nl)
         rd.sat = _f32(rd.sat)
-        rd.lead = _f32({t: section_weight(f, nl) for t, f in lt.items()})
         title_tf[r] = body_tf[r] = lead_tf[r] = {}  # freed as we go
     idfs = {t: idf(n, d) for t, d in df.items()}
 
@@ -279,16 +266,6 @@ def title_cover(title: frozenset[str], qterms: Sequence[str], ws: Sequence[float
     return s
 
 
-def lead_score(lead: dict[str, float], qterms: Sequence[str], ws: Sequence[float]) -> float:
-    """Σ weight · lead BM25 weight over the query terms (query order)."""
-    s = 0.0
-    for t, w in zip(qterms, ws, strict=True):
-        x = lead.get(t)
-        if x is not None:
-            s += w * x
-    return s
-
-
 def candidate_floor(shares: Sequence[float]) -> float:
     """The RERANK-th largest share: records at or above it are re-ranked (ties included,
     so the set does not depend on record order)."""
@@ -298,13 +275,11 @@ def candidate_floor(shares: Sequence[float]) -> float:
 
 
 #: Final scores are divided by this, so they stay in [0, 1).
-FINAL_NORM = 1.0 + TITLE_COVER + SECTION_TOP2 + LEAD_SCORE
+FINAL_NORM = 1.0 + TITLE_COVER + SECTION_TOP2
 
 
-def final_score(share: float, title_share: float, top2_share: float, lead_share: float) -> float:
-    return (
-        share + TITLE_COVER * title_share + SECTION_TOP2 * top2_share + LEAD_SCORE * lead_share
-    ) / FINAL_NORM
+def final_score(share: float, title_share: float, top2_share: float) -> float:
+    return (share + TITLE_COVER * title_share + SECTION_TOP2 * top2_share) / FINAL_NORM
 
 
 def rank_records(
@@ -375,14 +350,9 @@ def search_model(model: DefaultModel, query: str, top_k: int, min_score: float) 
     for rd, s in ranked:
         ci, top2 = section_scores(model, rd, qterms, ws)
         if s >= floor:
-            score = final_score(
-                s,
-                title_cover(rd.title, qterms, ws) / total,
-                top2 / total,
-                lead_score(rd.lead, qterms, ws) / total,
-            )
+            score = final_score(s, title_cover(rd.title, qterms, ws) / total, top2 / total)
         else:
-            score = final_score(s, 0.0, 0.0, 0.0)
+            score = final_score(s, 0.0, 0.0)
         if score < min_score:
             continue
         pairs.append((model.chunks[ci], score))

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from cce_knowledge.store import KnowledgeChunk, KnowledgeStore
 
 MAGIC = b"CCESIX01"
-FORMAT = 4  # 3: title postings for the re-ranking; 4: lead postings (LEAD_SCORE)
+FORMAT = 3  # 3: title postings for the re-ranking
 INDEX_KEY = hashlib.sha256(f"format={FORMAT};{PARAMS}".encode()).hexdigest()[:8]
 SEARCH_DIR = "search"
 #: Above this many postings per query the default ranking sums with numpy (same
@@ -67,10 +67,9 @@ NUMPY_POSTINGS = 40_000
 #: per query: the re-ranking bisects them for every candidate, and a bisect over the
 #: mapped file would fault in a new page at nearly every probe.
 COPY_POSTINGS = 4_096
-# The numpy prefilter keeps records within PREFILTER of the cut; finals divide shares
-# by FINAL_NORM, and a gap of PREFILTER / FINAL_NORM must still exceed one 6-decimal step.
-PREFILTER = 2e-6 * max(1.0, FINAL_NORM)
-assert PREFILTER / FINAL_NORM > 1.5e-6
+# The numpy prefilter keeps records within 2e-6 of the cut; finals divide shares by
+# FINAL_NORM, and a gap of 2e-6 / FINAL_NORM must still exceed one 6-decimal step.
+assert FINAL_NORM < 2.0
 
 #: (ids, weights or None, start, end) of one term's postings.
 _Postings = tuple[Any, Any, int, int]
@@ -86,19 +85,6 @@ def _title_cover(r: int, tits: list[_Postings | None], ws: list[float]) -> float
         j = bisect.bisect_left(ids, r, a, b)
         if j < b and ids[j] == r:
             s += w
-    return s
-
-
-def _lead_score(r: int, leads: list[_Postings | None], ws: list[float]) -> float:
-    """Σ weight · lead BM25 weight of the query terms in record r's lead (query order)."""
-    s = 0.0
-    for p, w in zip(leads, ws, strict=True):
-        if p is None:
-            continue
-        ids, wts, a, b = p
-        j = bisect.bisect_left(ids, r, a, b)
-        if j < b and ids[j] == r:
-            s += w * wts[j]
     return s
 
 
@@ -254,9 +240,8 @@ def build_bytes(
         [dict.fromkeys(sorted(rd.title), 0.0) for rd in model.records],
     )
     del sections["tit_w"]
-    csr("lead", list(range(len(model.records))), [rd.lead for rd in model.records])
     for rd in model.records:
-        rd.sat = rd.lead = {}  # the model is private to this build: free each part once written
+        rd.sat = {}  # the model is private to this build: free each part once written
     csr("sec", live_to_doc, model.section_w)
     model.section_w.clear()
     tid.clear()
@@ -381,9 +366,6 @@ class FastIndex:
         self.rec_chunk_ptr = self.arr("rec_chunk_ptr", "q")
         self.tit_ptr = self.arr("tit_ptr", "q")
         self.tit_ids = self.arr("tit_ids", "i")
-        self.lead_ptr = self.arr("lead_ptr", "q")
-        self.lead_ids = self.arr("lead_ids", "i")
-        self.lead_w = self.arr("lead_w", "f")
         self.docs = self.raw("docs")
         self.doc_off = self.arr("doc_off", "q")
         self.n_terms = len(self.term_idf)
@@ -497,22 +479,16 @@ class FastIndex:
         floor = candidate_floor(list(map(itemgetter(1), scored)))
         secs = self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids)
         tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
-        leads = self._postings(self.lead_ptr, self.lead_ids, self.lead_w, tids)
         best_of: dict[int, int] = {}
         finals: list[tuple[int, float]] = []
         for r, s in scored:
             if s >= floor:
                 c, top2 = self._sections(r, secs, ws, True)
                 best_of[r] = c
-                f = final_score(
-                    s,
-                    _title_cover(r, tits, ws) / total,
-                    top2 / total,
-                    _lead_score(r, leads, ws) / total,
-                )
+                f = final_score(s, _title_cover(r, tits, ws) / total, top2 / total)
                 if not f < min_score:
                     finals.append((r, f))
-        # Outside the head final_score(s, 0.0, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0),
+        # Outside the head final_score(s, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0),
         # never above a head record's final. With k head finals, only shares that can
         # come within the 2e-6 prefilter of the k-th are needed (the bound has slack;
         # the exact filters follow).
@@ -542,10 +518,10 @@ class FastIndex:
 
         Weights are widened to float64 before the multiply so every product equals the
         Python `float * float` of the small path; unmatched records are masked out. Only
-        records within PREFILTER of the `keep`-th best share are returned: any other has
-        at least `keep` records with a strictly higher final 6-decimal key (finals are
-        monotone in the share and divided by FINAL_NORM, and PREFILTER / FINAL_NORM
-        exceeds one 6-decimal step), so it can neither be a re-ranking candidate nor reach the top k.
+        records within 2e-6 of the `keep`-th best share are returned: any other has at
+        least `keep` records with a strictly higher final 6-decimal key (finals are
+        monotone in the share and divided by FINAL_NORM < 2), so it can neither be a re-ranking
+        candidate nor reach the top k.
         """
         import numpy as np
 
@@ -565,7 +541,7 @@ class FastIndex:
         if len(idx) > keep:
             vals = sc[idx]
             kth_raw = float(np.partition(vals, len(vals) - keep)[len(vals) - keep])
-            idx = idx[vals >= kth_raw - PREFILTER]
+            idx = idx[vals >= kth_raw - 2e-6]
         return [(int(r), float(sc[r])) for r in idx]
 
     def _postings(
