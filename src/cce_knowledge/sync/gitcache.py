@@ -36,7 +36,6 @@ from cce_knowledge.sync.localrepo import (
     LFS_POINTER_PREFIX,
     has_size,
     head_branch,
-    lfs_in_place_enabled,
     lfs_pointer,
     local_lfs_object,
 )
@@ -66,9 +65,6 @@ class GitCache:
         self._lfs = lfs_available()
         self._git = git.Git()
         self._env = self._build_env()
-        #: read a local remote's LFS objects in place; CCE_LFS_IN_PLACE=0 always goes
-        #: through `git lfs fetch` (tests and the benchmark cover both)
-        self.read_local_lfs = lfs_in_place_enabled()
 
     # ------------------------------------------------------------ plumbing
 
@@ -265,8 +261,9 @@ class GitCache:
         if ptr is None:
             return blob
         oid, size = ptr
-        # A local remote's object is read in place, with or without git-lfs installed.
-        obj = self.local_lfs_object(oid, size)
+        # A local remote's object is read in place, with or without git-lfs installed
+        # (unless CCE_LFS_IN_PLACE=0, which always goes through `git lfs fetch`).
+        obj = local_lfs_object(self.remote.url, oid, size)
         if obj is not None:
             return obj
         if not self._lfs:
@@ -288,12 +285,6 @@ class GitCache:
             return src.read_bytes()
         except OSError as e:
             raise SyncError(f"cannot read {key} from the LFS store: {e}") from e
-
-    def local_lfs_object(self, oid: str, size: int) -> Path | None:
-        """The local remote's LFS object read in place (see localrepo), else None."""
-        if not self.read_local_lfs:
-            return None
-        return local_lfs_object(self.remote.url, oid, size)
 
     def ls_tree_names(self, *args: str) -> list[str]:
         status, out, _ = self.run("ls-tree", *args, check=False)
