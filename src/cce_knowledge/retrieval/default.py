@@ -28,7 +28,7 @@ import heapq
 import math
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -232,15 +232,27 @@ def section_scores(
 ) -> tuple[int, float]:
     """The record's highest-scoring section (first one in store order on ties) and the
     mean of its two highest raw section scores (0.0 standing in for a missing second)."""
-    best, best_s = rd.chunks[0], -1.0
-    top_a = top_b = 0.0
-    for ci in rd.chunks:
+
+    def score(ci: int) -> float:
         sw = model.section_w[ci]
         s = 0.0
         for t, w in zip(qterms, ws, strict=True):
             x = sw.get(t)
             if x is not None:
                 s += w * x
+        return s
+
+    return best_and_top_two(((ci, score(ci)) for ci in rd.chunks), rd.chunks[0])
+
+
+def best_and_top_two(scored: Iterable[tuple[int, float]], first: int) -> tuple[int, float]:
+    """Of (section, score) pairs in store order: the first section with the highest
+    score (`first` when there are none) and the mean of the two highest scores (0.0
+    standing in for a missing second). Shared with the search index, whose results
+    must be identical."""
+    best, best_s = first, -1.0
+    top_a = top_b = 0.0
+    for ci, s in scored:
         if s > best_s:
             best, best_s = ci, s
         if s > top_a:

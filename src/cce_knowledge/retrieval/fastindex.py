@@ -45,6 +45,7 @@ from cce_knowledge.retrieval.default import (
     FINAL_NORM,
     PARAMS,
     RERANK,
+    best_and_top_two,
     candidate_floor,
     final_score,
     idf,
@@ -583,17 +584,7 @@ class FastIndex:
                 acc[c] = get(c, 0.0) + w * wts[j]
         # Only matched sections can be best (their scores are > 0; the first in store
         # order wins ties) or among the top two (unmatched ones count 0.0).
-        best, best_s = c0, -1.0
-        top_a = top_b = 0.0
-        for c in sorted(acc):
-            sc = acc[c]
-            if sc > best_s:
-                best, best_s = c, sc
-            if sc > top_a:
-                top_a, top_b = sc, top_a
-            elif sc > top_b:
-                top_b = sc
-        return best, (top_a + top_b) / 2.0
+        return best_and_top_two(((c, acc[c]) for c in sorted(acc)), c0)
 
     # -------------------------------------------------- reference ranking
 
