@@ -262,13 +262,6 @@ def best_and_top_two(scored: Iterable[tuple[int, float]], first: int) -> tuple[i
     return best, (top_a + top_b) / 2.0
 
 
-def best_section(
-    model: DefaultModel, rd: RecordDoc, qterms: Sequence[str], ws: Sequence[float]
-) -> int:
-    """The record's highest-scoring section (first one in store order on ties)."""
-    return section_scores(model, rd, qterms, ws)[0]
-
-
 def title_cover(title: frozenset[str], qterms: Sequence[str], ws: Sequence[float]) -> float:
     """Σ weight of the query terms found in the title (query order)."""
     s = 0.0

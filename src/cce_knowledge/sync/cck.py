@@ -871,15 +871,6 @@ def import_keyed_chunk_digests(
         raise CckError(f"{key}: {e.message}") from e
 
 
-def import_keyed_to_store_bytes(
-    key: str, data: bytes, jobs: int | None = None
-) -> tuple[CckManifest, bytes]:
-    try:
-        return import_to_store_bytes(data, jobs)
-    except CckError as e:
-        raise CckError(f"{key}: {e.message}") from e
-
-
 # ---------------------------------------------------------------- fast path: store file -> .cck
 #
 # The reverse of the pull fast path, for push. A store file in the writer's exact layout
