@@ -335,6 +335,14 @@ static Py_ssize_t b64_decode(cp s, size_t n, unsigned char **raw, size_t *rawcap
     return (Py_ssize_t)outn;
 }
 
+/* data[lo:hi] lies inside the buffer; else releases it and raises ValueError. */
+static int range_ok(Py_buffer *view, Py_ssize_t lo, Py_ssize_t hi, const char *fn) {
+    if (lo >= 0 && hi <= view->len && lo <= hi) return 1;
+    PyBuffer_Release(view);
+    PyErr_Format(PyExc_ValueError, "%s: range out of bounds", fn);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ rendering */
 
 static const char ITEM_SEP[] = ",\n        ";
@@ -728,11 +736,7 @@ static PyObject *render(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t lo_i, hi_i;
     PyObject *bits_text;
     if (!PyArg_ParseTuple(args, "y*nnO:render", &view, &lo_i, &hi_i, &bits_text)) return NULL;
-    if (lo_i < 0 || hi_i > view.len || lo_i > hi_i) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "render: range out of bounds");
-        return NULL;
-    }
+    if (!range_ok(&view, lo_i, hi_i, "render")) return NULL;
     if (cache_init() < 0) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
@@ -813,11 +817,7 @@ static PyObject *tokens(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer view;
     Py_ssize_t lo_i, hi_i;
     if (!PyArg_ParseTuple(args, "y*nn:tokens", &view, &lo_i, &hi_i)) return NULL;
-    if (lo_i < 0 || hi_i > view.len || lo_i > hi_i) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "tokens: range out of bounds");
-        return NULL;
-    }
+    if (!range_ok(&view, lo_i, hi_i, "tokens")) return NULL;
     cp base = (cp)view.buf;
     cp p = base + lo_i, end = base + hi_i;
     size_t n = 0, cap = 1024;
@@ -1097,11 +1097,7 @@ static PyObject *export(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer view;
     Py_ssize_t lo_i, hi_i;
     if (!PyArg_ParseTuple(args, "y*nn:export", &view, &lo_i, &hi_i)) return NULL;
-    if (lo_i < 0 || hi_i > view.len || lo_i > hi_i) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "export: range out of bounds");
-        return NULL;
-    }
+    if (!range_ok(&view, lo_i, hi_i, "export")) return NULL;
     if (localeconv()->decimal_point[0] != '.' || localeconv()->decimal_point[1]) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE; /* strtod would not read JSON numbers */
