@@ -452,12 +452,7 @@ class Driver:
                 )
                 return
             raise StepFailed(f"shrink guard failed: {self._err_text(proc)}")
-        try:
-            rep = parse_push_report(proc.stdout)
-        except ValueError as e:
-            raise StepFailed(f"shrink guard: {e}") from None
-        st.report = rep
-        st.corpus = rep.corpus
+        rep = st.report = self._push_report("shrink guard", proc.stdout)
         if rep.kind == "conflict" and not st.force and not st.dry_run:
             raise StepFailed(
                 f"corpus {rep.corpus}@{rep.snapshot} is already published with different content; "
@@ -469,6 +464,15 @@ class Driver:
                 f"the remote would be dropped from corpus {rep.corpus}. Set `force: true` for an "
                 "intentional shrink, or `dry-run: true` to inspect."
             )
+
+    def _push_report(self, step: str, stdout: str) -> PushReport:
+        """The push (or dry-run) report; its corpus becomes the run's corpus."""
+        try:
+            rep = parse_push_report(stdout)
+        except ValueError as e:
+            raise StepFailed(f"{step}: {e}") from None
+        self.state.corpus = rep.corpus
+        return rep
 
     def _ask(self, suite: str, root: str) -> None:
         proc = self.cce("ask gate", ["knowledge", "ask", suite, "--dir", root, "--json"])
@@ -487,12 +491,7 @@ class Driver:
         proc = self.cce("push", args, self._cache_env())
         if proc.returncode != 0:
             raise StepFailed(f"push failed: {self._err_text(proc)}")
-        try:
-            rep = parse_push_report(proc.stdout)
-        except ValueError as e:
-            raise StepFailed(f"push: {e}") from None
-        st.pushed = rep
-        st.corpus = rep.corpus
+        st.pushed = self._push_report("push", proc.stdout)
         st.published = True
         for line in proc.stdout.split("\n"):
             if line.startswith("  warning: "):
