@@ -19,7 +19,7 @@ from typing import Any
 
 from cce_knowledge.errors import StoreError
 from cce_knowledge.rustcompat import io_error_text
-from cce_knowledge.store import KnowledgeStore, read_current, store_path
+from cce_knowledge.store import read_current, store_path
 from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
 from cce_knowledge.urls import display_url
 
@@ -169,12 +169,6 @@ class StoreFacts:
     records: int
     chunks: int
     data_as_of: str | None
-
-    @classmethod
-    def of_store(cls, store: KnowledgeStore) -> StoreFacts:
-        return cls(
-            store.schema, store.snapshot, store.records, len(store.chunks), store.data_as_of()
-        )
 
 
 def store_facts(root: str | os.PathLike[str]) -> StoreFacts:

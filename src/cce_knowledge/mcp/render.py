@@ -144,13 +144,6 @@ def render_group(
     return "".join(out)
 
 
-def stale_chunk_message(chunk_id: str) -> str:
-    return (
-        f"no chunk with id {chunk_id} in the current index — it may be stale; "
-        "re-run context_search."
-    )
-
-
 def not_indexed_status(index_path: str) -> str:
     """index_status' first line for a root without a code index (the reference's bytes)."""
     return f"not indexed — no store at {index_path}. Run `cce index` (or `cce init`)."
