@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: tests.helpers
 
 
 def serve(conn: Connection, issues: int) -> None:
-    from fake_github import FakeGitHub, make_tracker
+    from tests.helpers.fake_github import FakeGitHub, make_tracker
 
     tracker = make_tracker(issues, seed=42)
     with FakeGitHub(tracker) as gh:

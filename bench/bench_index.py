@@ -130,7 +130,7 @@ def floor_main(corpus: str) -> None:
     import tree_sitter_markdown
     from tree_sitter import Language, Parser
 
-    from cce_knowledge.rustcompat import RUST_WS_CHARS
+    from cce_knowledge.core.rustcompat import RUST_WS_CHARS
 
     docs: list[bytes] = []
     with open(corpus, "rb") as f:

@@ -79,8 +79,8 @@ def _timed_process(argv: list[str], runs: int) -> tuple[float, float, int]:
 
 
 def _index_root(feed: Path, root: Path) -> None:
-    from cce_knowledge.ingest import default_workers, index_feed
-    from cce_knowledge.store import save_store_bytes
+    from cce_knowledge.store.ingest import default_workers, index_feed
+    from cce_knowledge.store.store_file import save_store_bytes
 
     res, data = index_feed(feed.read_bytes(), 400, workers=default_workers())
     save_store_bytes(root, res.snapshot, data)
@@ -132,8 +132,8 @@ def bench_corpus(
             _index_root(feed, root)
             print(f"indexed into {root} in {time.perf_counter() - t0:.1f} s")
     from cce_knowledge.retrieval import Searcher
-    from cce_knowledge.retrieval.fastindex import index_path
-    from cce_knowledge.store import read_current, store_path
+    from cce_knowledge.retrieval.search_index import index_path
+    from cce_knowledge.store.store_file import read_current, store_path
 
     snap = read_current(root)
     t0 = time.perf_counter()

@@ -285,7 +285,7 @@ def main() -> None:
     # PYTHONDONTWRITEBYTECODE set) every cold process would pay for compiling it.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(SRC)], check=True)
     try:
-        from cce_knowledge.sync.cck_stream import native
+        from cce_knowledge.sync.accelerator import native
 
         accel = "native accelerator built" if native() else "NO native accelerator (pure Python)"
     except ImportError:

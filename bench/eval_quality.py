@@ -71,7 +71,7 @@ def main() -> int:
     a = ap.parse_args()
 
     from cce_knowledge.contract.asksuite import parse_suite
-    from cce_knowledge.ingest import ingest_feed
+    from cce_knowledge.store.ingest import ingest_feed
 
     raw = Path(a.corpus).read_bytes()
     suites: list[tuple[str, list[tuple[str, str, list[str]]]]] = []
@@ -110,7 +110,7 @@ def run_suite(
     )
 
     if not a.skip_reference:
-        from cce_knowledge.retrieval.fastindex import FastIndex, build_bytes
+        from cce_knowledge.retrieval.search_index import FastIndex, build_bytes
         from cce_knowledge.retrieval.searcher import Searcher
 
         fi = FastIndex(Path("mem"), build_bytes(store), lambda: store)  # type: ignore[arg-type,return-value]

@@ -25,11 +25,12 @@ from types import ModuleType
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the repository root: tests.sync
 
-from cce_knowledge.store import dumps  # noqa: E402
+from tests.sync.test_sync_perf_paths import _many, _raw_cck  # noqa: E402
+
+from cce_knowledge.store.store_file import dumps  # noqa: E402
 from cce_knowledge.sync import cck  # noqa: E402
-from test_sync_perf_paths import _many, _raw_cck  # noqa: E402
 
 
 def load(path: str) -> ModuleType:

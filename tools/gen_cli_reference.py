@@ -1,5 +1,5 @@
 """Render `docs/cli-reference.md` from the live argparse tree, so the reference is
-exactly `--help`. `tests/test_cli_reference.py` fails when the file is stale:
+exactly `--help`. `tests/cli/test_cli_reference.py` fails when the file is stale:
 re-run `python tools/gen_cli_reference.py` after changing a command.
 """
 

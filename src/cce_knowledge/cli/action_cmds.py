@@ -1,6 +1,6 @@
 """`cce action run` — argument parsing for the Action's pipeline driver.
 
-The driver itself lives in `cce_knowledge.action_driver` and is imported only when
+The driver itself lives in `cce_knowledge.action.driver` and is imported only when
 the command runs, so a cold `cce knowledge search` never pays for it.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cce_knowledge.action_interface import INPUTS, OUTPUTS  # noqa: F401 (re-exported)
+from cce_knowledge.action.interface import INPUTS, OUTPUTS  # noqa: F401 (re-exported)
 
 
 def _handle_run(args: argparse.Namespace) -> int:
-    from cce_knowledge.action_driver import run_from_args
+    from cce_knowledge.action.driver import run_from_args
 
     return run_from_args(args)
 

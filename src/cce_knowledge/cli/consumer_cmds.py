@@ -88,10 +88,10 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from cce_knowledge.errors import StoreError
-    from cce_knowledge.jsonout import pretty
-    from cce_knowledge.status import knowledge_status, no_store_message, render_status
-    from cce_knowledge.store import store_present
+    from cce_knowledge.core.errors import StoreError
+    from cce_knowledge.core.jsonout import pretty
+    from cce_knowledge.health.status import knowledge_status, no_store_message, render_status
+    from cce_knowledge.store.store_file import store_present
 
     if not store_present(args.dir):
         raise StoreError(no_store_message(args.dir, "no `current` snapshot installed"))
@@ -118,7 +118,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from cce_knowledge.doctor import DOCTOR_FAILED, run_doctor
+    from cce_knowledge.health.doctor import DOCTOR_FAILED, run_doctor
 
     outcome = run_doctor(args.dir)
     sys.stdout.write(outcome.report)

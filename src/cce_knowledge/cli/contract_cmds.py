@@ -105,8 +105,8 @@ def github_annotation(file: str, line: int | None, column: int | None, message: 
 
 def run_validate(args: argparse.Namespace) -> int:
     from cce_knowledge.contract.validate import validate_file
-    from cce_knowledge.errors import UsageError
-    from cce_knowledge.jsonout import pretty
+    from cce_knowledge.core.errors import UsageError
+    from cce_knowledge.core.jsonout import pretty
 
     if args.manifest is not None and len(args.files) != 1:
         raise UsageError("--manifest verifies a single feed; pass exactly one FILE")
@@ -151,9 +151,9 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_manifest(args: argparse.Namespace) -> int:
-    from cce_knowledge.atomic import atomic_write
     from cce_knowledge.contract.manifest import build_manifest, feed_sha256
     from cce_knowledge.contract.ndjson import check_is_file, parse_feed, read_feed
+    from cce_knowledge.core.atomic import atomic_write
 
     feed = args.feed if args.dir == "." else os.path.join(args.dir, args.feed)
     check_is_file(feed)
@@ -169,8 +169,8 @@ def run_manifest(args: argparse.Namespace) -> int:
     try:
         atomic_write(out, data)
     except OSError as e:
-        from cce_knowledge.errors import CceError
-        from cce_knowledge.rustcompat import io_error_text
+        from cce_knowledge.core.errors import CceError
+        from cce_knowledge.core.rustcompat import io_error_text
 
         raise CceError(f"could not write {out}: {io_error_text(e)}") from None
     print(f"wrote {out}: {len(records)} records, sha256 {feed_sha256(raw)}")

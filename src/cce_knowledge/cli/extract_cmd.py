@@ -210,7 +210,7 @@ def _summary(args: argparse.Namespace, n: int) -> None:
 def _github(args: argparse.Namespace) -> int:
     import os
 
-    from cce_knowledge.errors import UsageError
+    from cce_knowledge.core.errors import UsageError
     from cce_knowledge.extract.checkpoint import run_github
     from cce_knowledge.extract.github import Fetcher, GitHubOptions
     from cce_knowledge.extract.httpclient import DEFAULT_API, GitHubClient

@@ -48,8 +48,8 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from cce_knowledge.errors import UsageError
-    from cce_knowledge.ingest import index_to_root
+    from cce_knowledge.core.errors import UsageError
+    from cce_knowledge.store.ingest import index_to_root
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")

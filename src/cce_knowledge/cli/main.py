@@ -22,7 +22,7 @@ from cce_knowledge.cli import (
     retrieval_cmds,
     sync_cmds,
 )
-from cce_knowledge.errors import CceError
+from cce_knowledge.core.errors import CceError
 
 # Order = order in `cce knowledge --help`: the pipeline, then the consumer side.
 _KNOWLEDGE_MODULES = (

@@ -119,7 +119,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     )
     out = sys.stdout
     if args.json:
-        from cce_knowledge.jsonout import pretty
+        from cce_knowledge.core.jsonout import pretty
 
         doc = [
             {
@@ -150,7 +150,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from cce_knowledge.ask import regression_message, render_human, report_json, run_ask
+    from cce_knowledge.retrieval.ask import regression_message, render_human, report_json, run_ask
 
     rep = run_ask(args.suite, root=args.dir, min_score=args.min_score, ranking=args.ranking)
     sys.stdout.write(report_json(rep) if args.json else render_human(rep))

@@ -20,7 +20,7 @@ def _emit(text: str) -> None:
 
 
 def _json(obj: Any) -> None:
-    from cce_knowledge.jsonout import pretty
+    from cce_knowledge.core.jsonout import pretty
 
     _emit(pretty(obj, sort_keys=True) + "\n")
 

@@ -1,4 +1,4 @@
-"""The `cce.knowledge.ask/v1` suite contract (conformance-core.md §8.1).
+"""The `cce.knowledge.ask/v1` suite contract (docs/spec/core.md §8.1).
 
 NDJSON: an optional header `{"schema":"cce.knowledge.ask/v1","corpus":"…"}` as the
 first non-blank line, then one case per line
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge.contract.jsonparse import ScanError, format_path, scan_value
-from cce_knowledge.errors import ContractError
-from cce_knowledge.rustcompat import rs_is_blank, rs_lines, rust_debug_str
+from cce_knowledge.core.errors import ContractError
+from cce_knowledge.core.rustcompat import rs_is_blank, rs_lines, rust_debug_str
 
 ASK_SCHEMA_ID = "cce.knowledge.ask/v1"
 ASK_REPORT_SCHEMA_ID = "cce.knowledge.ask.report/v1"
@@ -165,7 +165,7 @@ def parse_suite(text: str) -> AskSuite:
 
 def read_suite(path: str | Path) -> str:
     """Read a suite file as UTF-8: `could not read suite {path}: {io error}`."""
-    from cce_knowledge.rustcompat import io_error_text
+    from cce_knowledge.core.rustcompat import io_error_text
 
     try:
         raw = Path(path).read_bytes()

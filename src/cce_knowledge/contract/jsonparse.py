@@ -1,4 +1,4 @@
-"""A serde_json-compatible JSON scanner (conformance-core.md §1.2–§1.3, §8.1, §9).
+"""A serde_json-compatible JSON scanner (docs/spec/core.md §1.2–§1.3, §8.1, §9).
 
 Python's `json` module cannot reproduce serde_json's semantics: which values get
 range/surrogate/depth checks (only those deserialized into a typed field or a
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from cce_knowledge.rustcompat import rust_debug_str, serde_f64
+from cce_knowledge.core.rustcompat import rust_debug_str, serde_f64
 
 _T = TypeVar("_T")
 

@@ -1,4 +1,4 @@
-"""The `cce.feed-manifest/v1` sidecar (conformance-core.md §9).
+"""The `cce.feed-manifest/v1` sidecar (docs/spec/core.md §9).
 
 A producer states how many records its feed carries and the SHA-256 of the feed's
 raw bytes; `index --manifest` refuses a feed that does not match. Reading is
@@ -20,8 +20,8 @@ from cce_knowledge.contract.jsonparse import (
     format_path,
     scan_struct,
 )
-from cce_knowledge.errors import ContractError
-from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.core.errors import ContractError
+from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
 
 FEED_MANIFEST_SCHEMA_ID = "cce.feed-manifest/v1"
 
@@ -79,7 +79,7 @@ def parse_manifest(text: str) -> FeedManifest:
 
 def read_manifest(path: str | os.PathLike[str]) -> FeedManifest:
     """Read and parse a sidecar: `could not read feed manifest {path}: {io}`."""
-    from cce_knowledge.rustcompat import io_error_text
+    from cce_knowledge.core.rustcompat import io_error_text
 
     shown = os.fspath(path)
     try:

@@ -1,4 +1,4 @@
-"""The `cce.knowledge/v1` NDJSON feed parser (conformance-core.md §1).
+"""The `cce.knowledge/v1` NDJSON feed parser (docs/spec/core.md §1).
 
 Two paths, one behaviour:
 
@@ -31,8 +31,8 @@ from cce_knowledge.contract.jsonparse import (
     scan_struct,
 )
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.errors import ContractError
-from cce_knowledge.rustcompat import RUST_WS_CHARS, io_error_text
+from cce_knowledge.core.errors import ContractError
+from cce_knowledge.core.rustcompat import RUST_WS_CHARS, io_error_text
 
 KNOWLEDGE_SCHEMA_ID = "cce.knowledge/v1"
 

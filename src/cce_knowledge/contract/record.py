@@ -1,4 +1,4 @@
-"""The `cce.knowledge/v1` record (conformance-core.md §1.2)."""
+"""The `cce.knowledge/v1` record (docs/spec/core.md §1.2)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from cce_knowledge.contract.manifest import (
     verify_problem,
 )
 from cce_knowledge.contract.ndjson import FeedLineError, iter_feed
-from cce_knowledge.rustcompat import io_error_text, rs_is_blank, rs_lines
+from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
 Kind = Literal["feed", "manifest", "suite"]
 KINDS: tuple[str, ...] = ("auto", "feed", "manifest", "suite")

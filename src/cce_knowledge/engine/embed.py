@@ -1,4 +1,4 @@
-"""Deterministic 256-d hash embedder (FNV-1a-64 buckets, conformance-core.md §6.2)."""
+"""Deterministic 256-d hash embedder (FNV-1a-64 buckets, docs/spec/core.md §6.2)."""
 
 from __future__ import annotations
 

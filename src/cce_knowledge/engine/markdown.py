@@ -1,4 +1,4 @@
-"""Markdown heading chunker (conformance-core.md §4).
+"""Markdown heading chunker (docs/spec/core.md §4).
 
 A document is cut at its headings, found with the tree-sitter-markdown BLOCK grammar.
 A section that fits the token budget keeps its sub-sections; one that does not is
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import tree_sitter_markdown
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
-from cce_knowledge.rustcompat import RUST_WS, RUST_WS_CHARS
+from cce_knowledge.core.rustcompat import RUST_WS, RUST_WS_CHARS
 
 PREAMBLE = "(preamble)"
 #: Separator between breadcrumb segments: SPACE U+203A SPACE.

@@ -1,4 +1,4 @@
-"""BM25 (Lucene form) and RRF exactly as the reference computes them (conformance-core.md §6.4-§6.5).
+"""BM25 (Lucene form) and RRF exactly as the reference computes them (docs/spec/core.md §6.4-§6.5).
 
 Pure Python, sequential f64 arithmetic in the pinned association order, so the
 results are bit-identical to the reference. The fast paths in `retrieval/` are
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from cce_knowledge.rustcompat import score_key
+from cce_knowledge.core.rustcompat import score_key
 
 K1 = 1.2
 B = 0.75

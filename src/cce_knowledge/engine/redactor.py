@@ -1,4 +1,4 @@
-"""The v2.1 secret redactor (conformance-core.md §3).
+"""The v2.1 secret redactor (docs/spec/core.md §3).
 
 Two passes: nine specific token shapes replaced by `[REDACTED:<LABEL>]`, then a
 generic `key = value` pass whose value scanner understands quotes, escapes and
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from cce_knowledge.rustcompat import RUST_WS_CHARS, ascii_lower
+from cce_knowledge.core.rustcompat import RUST_WS_CHARS, ascii_lower
 
 # ---------------------------------------------------------------- pass 1
 
@@ -88,7 +88,7 @@ REFERENCE_PREFIX = re.compile("(" + "|".join(_key_regex(k) for k in _KEYS) + ")"
 _S, _K = "[sS\u017f]", "[kK\u212a]"
 # The same alternation factored into a trie: sre scans ~3x faster, and greedy optional
 # suffixes keep the reference's preference order (`secret_key` before `secret`).
-# tests/test_redactor.py checks match-for-match equality with REFERENCE_PREFIX.
+# tests/engine/test_redactor.py checks match-for-match equality with REFERENCE_PREFIX.
 _TRIE = (
     f"(?:[pP][aA]{_S}{_S}[wW](?:[oO][rR][dD]|[dD])"
     f"|{_S}[eE][cC][rR][eE][tT](?:[_-]?{_K}[eE][yY])?"

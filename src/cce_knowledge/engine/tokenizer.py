@@ -1,4 +1,4 @@
-"""`cce.tokens/v1` tokenizer and token estimator (conformance-core.md §6.1).
+"""`cce.tokens/v1` tokenizer and token estimator (docs/spec/core.md §6.1).
 
 A token is a maximal run of ASCII `[A-Za-z0-9_]`; every other character (all
 non-ASCII included) separates tokens. ASCII-lowercased, no stopwords, no sub-words.

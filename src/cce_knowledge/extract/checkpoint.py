@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cce_knowledge.atomic import atomic_write, file_lock
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.errors import ExtractError, UsageError
+from cce_knowledge.core.atomic import atomic_write, file_lock
+from cce_knowledge.core.errors import ExtractError, UsageError
 from cce_knowledge.extract.feed import feed_bytes, record_dict, record_from_dict
 from cce_knowledge.extract.github import Fetcher, GitHubOptions, PageResult, Progress, merge
 from cce_knowledge.extract.output import write_feed

@@ -16,11 +16,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.errors import ExtractError, UsageError
+from cce_knowledge.core.errors import ExtractError, UsageError
+from cce_knowledge.core.urls import display_url
 from cce_knowledge.extract.frontmatter import first_heading, meta_list, meta_str, split_frontmatter
 from cce_knowledge.extract.gitmeta import GitInfo, git_info
 from cce_knowledge.extract.mdtree import DEFAULT_GLOBS, Warn, read_text, walk
-from cce_knowledge.urls import display_url
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from cce_knowledge.errors import ExtractError
+from cce_knowledge.core.errors import ExtractError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

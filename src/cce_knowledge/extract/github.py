@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.errors import ExtractError, UsageError
+from cce_knowledge.core.errors import ExtractError, UsageError
 from cce_knowledge.extract.feed import dedup, normalise_newlines
 from cce_knowledge.extract.httpclient import GitHubClient
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from cce_knowledge.errors import ExtractError
+from cce_knowledge.core.errors import ExtractError
 
 DEFAULT_API = "https://api.github.com"
 API_VERSION = "2022-11-28"

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from cce_knowledge.errors import ExtractError
+from cce_knowledge.core.errors import ExtractError
 from cce_knowledge.extract.feed import normalise_newlines
 
 SKIP_DIRS = frozenset({"vendor", "node_modules"})

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.errors import ExtractError
+from cce_knowledge.core.errors import ExtractError
 from cce_knowledge.extract.docs import title_and_body
 from cce_knowledge.extract.frontmatter import (
     FrontmatterError,

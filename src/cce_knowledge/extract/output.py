@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cce_knowledge.atomic import atomic_write
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.errors import ExtractError
+from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import ExtractError
 
 
 def self_check(data: bytes, expected: int) -> list[KnowledgeRecord]:

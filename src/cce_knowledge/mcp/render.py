@@ -1,4 +1,4 @@
-"""Byte-pinned renderers for the MCP tool answers (conformance-core.md §7.4-§7.6).
+"""Byte-pinned renderers for the MCP tool answers (docs/spec/core.md §7.4-§7.6).
 
 Pure functions over plain values: no store loading, no SDK. The retrieval layer
 supplies hits; this module only turns them into the exact text the reference
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cce_knowledge.core.rustcompat import format6, rs_is_blank, rs_lines, rs_trim_end, score_key
 from cce_knowledge.engine.tokenizer import estimate_tokens
-from cce_knowledge.rustcompat import format6, rs_is_blank, rs_lines, rs_trim_end, score_key
-from cce_knowledge.storeview import Section
+from cce_knowledge.store.view import Section
 
 #: Shown before the body when `current` names a store that cannot be loaded.
 KNOWLEDGE_LOAD_NOTICE = (
@@ -159,7 +159,7 @@ def knowledge_status_block(
     remote_current: str | None,
     behind_remote: bool,
 ) -> str:
-    """The `  knowledge :` block of index_status (conformance-sync.md §7.1)."""
+    """The `  knowledge :` block of index_status (docs/spec/sync.md §7.1)."""
     behind = "yes — run `cce knowledge pull`" if behind_remote else "no"
     return (
         "  knowledge :\n"

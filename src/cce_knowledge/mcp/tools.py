@@ -1,7 +1,7 @@
 """The four knowledge tools `cce mcp` serves, as plain functions over a root.
 
-Input handling and answer bytes follow conformance-core.md §7.4-§7.6 and
-conformance-sync.md §7.1 for a root that has a knowledge store and no code
+Input handling and answer bytes follow docs/spec/core.md §7.4-§7.6 and
+docs/spec/sync.md §7.1 for a root that has a knowledge store and no code
 index (this package has no code indexer): `source: code` gets the reference's
 "not indexed" answer, `both` is knowledge-only and silent about code.
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cce_knowledge.config import KnowledgeConfig, config_path, load_knowledge_config
-from cce_knowledge.errors import StoreError, UsageError
+from cce_knowledge.config.reader import KnowledgeConfig, config_path, load_knowledge_config
+from cce_knowledge.core.errors import StoreError, UsageError
+from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
 from cce_knowledge.mcp import render
-from cce_knowledge.rustcompat import ascii_lower, rs_trim, rust_debug_str
-from cce_knowledge.store import store_path
-from cce_knowledge.storeview import Signature, StoreView, current_signature, open_view
+from cce_knowledge.store.store_file import store_path
+from cce_knowledge.store.view import Signature, StoreView, current_signature, open_view
 
 log = logging.getLogger("cce_knowledge.mcp")
 
@@ -392,7 +392,11 @@ class KnowledgeTools:
     # ------------------------------------------------------------ index_status
 
     def index_status(self, args: dict[str, Any] | None = None) -> ToolOutput:
-        from cce_knowledge.status import REMOTE_CACHE_SECONDS, StoreFacts, try_knowledge_status
+        from cce_knowledge.health.status import (
+            REMOTE_CACHE_SECONDS,
+            StoreFacts,
+            try_knowledge_status,
+        )
 
         text = render.not_indexed_status(str(self.root.absolute() / ".cce" / "index.json"))
         view, _ = self.knowledge()

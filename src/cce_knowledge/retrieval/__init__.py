@@ -2,7 +2,7 @@
 
 Two rankings:
 - ``reference`` — the reference engine's hybrid retrieval, byte-exact
-  (conformance-core.md §6-§7);
+  (docs/spec/core.md §6-§7);
 - ``default`` — ours: record-level BM25F with field weights, identifier sub-words and
   light stemming (see docs/ranking.md for why it differs and what it scores).
 
@@ -18,15 +18,15 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cce_knowledge.errors import UsageError
-from cce_knowledge.rustcompat import format6
+from cce_knowledge.core.errors import UsageError
+from cce_knowledge.core.rustcompat import format6
 
 if TYPE_CHECKING:
-    from cce_knowledge.store import KnowledgeStore
+    from cce_knowledge.store.store_file import KnowledgeStore
 
 RANKINGS = ("default", "reference")
 
-#: The reference ranking's floor (`knowledge.min_score` default, conformance-core.md §10.1).
+#: The reference ranking's floor (`knowledge.min_score` default, docs/spec/core.md §10.1).
 REFERENCE_MIN_SCORE = 0.30
 #: The default ranking's floor. Its scores are the share of the query's idf mass a
 #: record matches (0..1), so a much lower floor only drops near-noise matches.
@@ -61,7 +61,7 @@ def configured_min_score(root: str | os.PathLike[str] | None, ranking: str) -> f
         and root is not None
         and os.path.exists(os.path.join(root, ".cce", "config"))
     ):
-        from cce_knowledge.config import load_knowledge_config
+        from cce_knowledge.config.reader import load_knowledge_config
 
         return float(load_knowledge_config(root).min_score)
     return default_min_score(ranking)
@@ -106,7 +106,7 @@ def _sanitise(s: str) -> str:
 
 
 def provenance_line(title: str, state: str | None, updated_at: str | None, url: str | None) -> str:
-    """`[knowledge] Title — state · updated_at · url` (conformance-core.md §7.3)."""
+    """`[knowledge] Title — state · updated_at · url` (docs/spec/core.md §7.3)."""
     facets = [_sanitise(f) for f in (state, updated_at, url) if f is not None and f != ""]
     line = "[knowledge] " + _sanitise(title)
     if facets:
@@ -125,7 +125,7 @@ def resolve_ranking(root: str | os.PathLike[str] | None, cli_value: str | None) 
         return check_ranking(cli_value)
     # No config file → no YAML import: keeps a cold `cce knowledge search` lean.
     if root is not None and os.path.exists(os.path.join(root, ".cce", "config")):
-        from cce_knowledge.config import load_extra_knowledge_key
+        from cce_knowledge.config.reader import load_extra_knowledge_key
 
         v = load_extra_knowledge_key(root, "ranking")
         if v in RANKINGS:

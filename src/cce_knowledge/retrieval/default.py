@@ -19,7 +19,7 @@ the other records keep share / (1 + …), so scores stay in [0, 1) and are monot
 the share outside the re-ranked head; `min_score` (default 0.05) applies to it.
 
 This module is the straightforward implementation (and the builder of the numbers
-the fast index stores); `fastindex.py` must reproduce it exactly.
+the fast index stores); `search_index.py` must reproduce it exactly.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cce_knowledge.core.rustcompat import rs_trim, score_key
 from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
-from cce_knowledge.rustcompat import rs_trim, score_key
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval import Hit
-    from cce_knowledge.store import KnowledgeChunk
+    from cce_knowledge.store.store_file import KnowledgeChunk
 
 DROPPED_REASONS = ("not_planned", "wontfix")
 

@@ -1,7 +1,7 @@
-"""The reference ranking, straightforwardly (conformance-core.md §7.1-§7.2).
+"""The reference ranking, straightforwardly (docs/spec/core.md §7.1-§7.2).
 
 Pure Python, one pass per step, in the order the spec describes. It is the oracle
-the fast path (`retrieval/fastref.py`) is checked against, and it is what runs when
+the fast path (`retrieval/reference_indexed.py`) is checked against, and it is what runs when
 no derived index is available.
 """
 
@@ -11,14 +11,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from cce_knowledge.core.rustcompat import ascii_lower, rs_split_whitespace, rs_trim, score_key
 from cce_knowledge.engine.embed import cosine, hash_embed
 from cce_knowledge.engine.ranking_primitives import BM25, rrf, unique_in_order
 from cce_knowledge.engine.tokenizer import tokenize
-from cce_knowledge.rustcompat import ascii_lower, rs_split_whitespace, rs_trim, score_key
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval import Hit
-    from cce_knowledge.store import KnowledgeChunk
+    from cce_knowledge.store.store_file import KnowledgeChunk
 
 DROPPED_REASONS = ("not_planned", "wontfix")
 PR_MARKERS = ("/pull/", "/pulls/", "/pr/", "/merge_requests/")

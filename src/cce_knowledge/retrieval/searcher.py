@@ -1,6 +1,6 @@
 """`Searcher`: a long-lived searcher over a root (CLI, MCP server, benchmarks).
 
-It answers from the derived search index (`retrieval/fastindex.py`) and only loads
+It answers from the derived search index (`retrieval/search_index.py`) and only loads
 the full store when it must (no index could be built, or a caller asks for
 `.store`). It reloads when `current` or the store file changes.
 """
@@ -11,17 +11,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cce_knowledge.errors import StoreError
+from cce_knowledge.core.errors import StoreError
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval import Hit
-    from cce_knowledge.retrieval.fastindex import FastIndex
-    from cce_knowledge.store import KnowledgeStore
+    from cce_knowledge.retrieval.search_index import FastIndex
+    from cce_knowledge.store.store_file import KnowledgeStore
 
 
 def _store_signature(root: Path) -> tuple[str, int, int] | None:
     """(snapshot, size, mtime_ns) of the active store file; None when absent."""
-    from cce_knowledge.store import read_current, store_path
+    from cce_knowledge.store.store_file import read_current, store_path
 
     try:
         snap = read_current(root)
@@ -56,7 +56,7 @@ class Searcher:
         if sig is None:
             return None
         if self._store is None:
-            from cce_knowledge.store import load_current
+            from cce_knowledge.store.store_file import load_current
 
             self._store = load_current(self.root)
         return self._store
@@ -66,7 +66,7 @@ class Searcher:
         if sig is None:
             return None
         if self._index is None:
-            from cce_knowledge.retrieval.fastindex import open_or_build
+            from cce_knowledge.retrieval.search_index import open_or_build
 
             self._index = open_or_build(self.root, sig[0], lambda: self._require_store())
         return self._index
@@ -96,7 +96,7 @@ class Searcher:
 
 
 def no_store_message(root: str | os.PathLike[str]) -> str:
-    from cce_knowledge.store import display_dir
+    from cce_knowledge.store.store_file import display_dir
 
     return (
         f"no knowledge store under {display_dir(root)} — run `cce knowledge index <feed>` "
@@ -108,6 +108,6 @@ def index_status(root: str | os.PathLike[str]) -> str:
     sig = _store_signature(Path(root))
     if sig is None:
         return "absent-store"
-    from cce_knowledge.retrieval.fastindex import status_for
+    from cce_knowledge.retrieval.search_index import status_for
 
     return status_for(Path(root), sig[0])

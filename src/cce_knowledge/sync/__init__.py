@@ -1,1 +1,1 @@
-"""Corpus sync through a git cache repository (conformance-sync.md)."""
+"""Corpus sync through a git cache repository (docs/spec/sync.md)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cce_knowledge.errors import CceError
+from cce_knowledge.core.errors import CceError
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import GitCache, open_cache
 from cce_knowledge.sync.remote import Remote, make_remote

@@ -1,4 +1,4 @@
-"""The `.cck` artifact codec (conformance-sync.md §1).
+"""The `.cck` artifact codec (docs/spec/sync.md §1).
 
 A `.cck` is the manifest line plus one canonical-JSON line per chunk, every line
 LF-terminated. Embeddings travel as base64 of little-endian f64s, so no float text
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal, TypeVar
 
-from cce_knowledge.errors import SyncError
-from cce_knowledge.jsonout import canonical, json_str
-from cce_knowledge.rustcompat import serde_f64
-from cce_knowledge.store import KnowledgeChunk, KnowledgeStore, chunk_json
+from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.jsonout import canonical, json_str
+from cce_knowledge.core.rustcompat import serde_f64
+from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore, chunk_json
 
 PHASE_A_REFUSAL = (
     "refusing to export a knowledge store without persisted embeddings (a Phase-A "
@@ -833,7 +833,7 @@ def import_chunk_digests(
 
     What the shrink guard needs, without materialising embeddings.
     """
-    from cce_knowledge.sync.cck_stream import chunk_digests as native_chunk_digests
+    from cce_knowledge.sync.accelerator import chunk_digests as native_chunk_digests
 
     native = native_chunk_digests(data, jobs)
     if native is not None:
@@ -1045,7 +1045,7 @@ def fast_export_store_bytes(
         or not data[:at].endswith(b",")
     ):
         return None
-    from cce_knowledge.sync.cck_stream import EXPORT_RANGE_BYTES, export_slices
+    from cce_knowledge.sync.accelerator import EXPORT_RANGE_BYTES, export_slices
 
     native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
     native = export_slices(data, native_bounds, jobs)

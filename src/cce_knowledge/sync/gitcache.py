@@ -1,6 +1,6 @@
 """The git cache transport: a program-owned working clone driven through GitPython.
 
-conformance-sync.md §2.5–2.8. History stays linear: a publish is one commit; a lost
+docs/spec/sync.md §2.5–2.8. History stays linear: a publish is one commit; a lost
 push race resets onto the fresh remote tip and re-applies the change (never merge,
 never rebase), at most five attempts; afterwards the remote is read back.
 
@@ -28,9 +28,9 @@ from typing import BinaryIO
 
 import git
 
-from cce_knowledge.atomic import file_lock
-from cce_knowledge.errors import SyncError
-from cce_knowledge.rustcompat import rs_trim
+from cce_knowledge.core.atomic import file_lock
+from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.rustcompat import rs_trim
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.localrepo import (
     LFS_POINTER_PREFIX,

@@ -1,4 +1,4 @@
-"""The shrink guard's record diff and its exact report texts (conformance-sync.md §4.4–4.5)."""
+"""The shrink guard's record diff and its exact report texts (docs/spec/sync.md §4.4–4.5)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cce_knowledge.store import KnowledgeStore
+from cce_knowledge.store.store_file import KnowledgeStore
 from cce_knowledge.sync.cck import chunk_digest
 
 MAX_LISTED = 20

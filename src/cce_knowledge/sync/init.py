@@ -1,4 +1,4 @@
-"""`cce sync init`: point a project at a cache remote (conformance-sync.md §3.4).
+"""`cce sync init`: point a project at a cache remote (docs/spec/sync.md §3.4).
 
 Unlike the reference (which rewrites `.cce/config` with only a `sync:` block), we
 edit the file in place with ruamel.yaml's round-trip mode: `knowledge:`,
@@ -19,9 +19,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
-from cce_knowledge.atomic import atomic_write
-from cce_knowledge.config import config_path, load_sync_config
-from cce_knowledge.errors import ConfigError
+from cce_knowledge.config.reader import config_path, load_sync_config
+from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, open_cache
 from cce_knowledge.sync.remote import make_remote
 from cce_knowledge.sync.repo_id import origin_repo_id

@@ -1,4 +1,4 @@
-"""Corpus identity and the cache key space (conformance-sync.md §2.1, §3.1).
+"""Corpus identity and the cache key space (docs/spec/sync.md §2.1, §3.1).
 
 A corpus id is one path segment of every key we write, so it is validated before
 any remote operation, and every key we write or delete is checked to sit inside
@@ -11,7 +11,7 @@ import os
 import re
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.errors import SyncError
+from cce_knowledge.core.errors import SyncError
 
 #: The key-space version: the segment after the last `/` of the contract id.
 VERSION = KNOWLEDGE_SCHEMA.rsplit("/", 1)[-1]
@@ -97,7 +97,7 @@ def resolve_corpus_id(root: str | os.PathLike[str], cli: str | None) -> str:
     """`--corpus` (even empty) else `knowledge.sync.corpus_id`; never derived (§3.2)."""
     if cli is not None:
         return cli
-    from cce_knowledge.config import load_knowledge_sync_config
+    from cce_knowledge.config.reader import load_knowledge_sync_config
 
     cid = load_knowledge_sync_config(root).corpus_id
     if not cid:

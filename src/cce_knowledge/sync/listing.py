@@ -1,4 +1,4 @@
-"""`cce sync list`: what the cache carries (conformance-sync.md §6.1–6.2).
+"""`cce sync list`: what the cache carries (docs/spec/sync.md §6.1–6.2).
 
 Read-only. The knowledge section is ours; code-repo rows (`hash/2.3/<repo_id>/…`,
 written by the reference engine) are listed too, so a shared cache reads the same
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from cce_knowledge.jsonout import pretty
+from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import GitCache
 

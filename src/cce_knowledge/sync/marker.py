@@ -1,4 +1,4 @@
-"""The knowledge sync marker `<root>/.cce/knowledge/synced.json` (conformance-sync.md §5.4).
+"""The knowledge sync marker `<root>/.cce/knowledge/synced.json` (docs/spec/sync.md §5.4).
 
 Compact JSON in declaration order, no trailing newline. `installed_sha256` is omitted
 (not null) when unknown.
@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cce_knowledge.atomic import atomic_write
-from cce_knowledge.errors import SyncError
-from cce_knowledge.jsonout import compact
-from cce_knowledge.store import knowledge_dir
+from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.jsonout import compact
+from cce_knowledge.store.store_file import knowledge_dir
 
 MARKER_NAME = "synced.json"
 

@@ -14,9 +14,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from cce_knowledge import store as S
-from cce_knowledge.errors import SyncError
-from cce_knowledge.jsonout import canonical
+from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.jsonout import canonical
+from cce_knowledge.store import store_file as S
 from cce_knowledge.sync import cck
 
 _OPEN = b'\n  "chunks": [\n'

@@ -1,4 +1,4 @@
-"""`cce knowledge pull`: fetch, verify and install a published corpus (conformance-sync.md §5).
+"""`cce knowledge pull`: fetch, verify and install a published corpus (docs/spec/sync.md §5).
 
 Install order is the failure-safety argument: the snapshot file first, then its
 read-back hash, then the marker, and `current` last. Until `current` moves, readers
@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cce_knowledge.atomic import atomic_write, atomic_write_parts
-from cce_knowledge.errors import CceError, SyncError
-from cce_knowledge.rustcompat import rs_trim
-from cce_knowledge.store import display_dir, knowledge_dir, prune_other_snapshots
+from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
+from cce_knowledge.core.errors import CceError, SyncError
+from cce_knowledge.core.rustcompat import rs_trim
+from cce_knowledge.store.store_file import display_dir, knowledge_dir, prune_other_snapshots
 from cce_knowledge.sync import keys as K
+from cce_knowledge.sync.accelerator import NotCanonical, native, stream_store_parts
 from cce_knowledge.sync.cck import (
     CckManifest,
     import_keyed_to_store_parts,
     prefetch_numpy,
 )
-from cce_knowledge.sync.cck_stream import NotCanonical, native, stream_store_parts
 from cce_knowledge.sync.localrepo import open_local
 from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
 from cce_knowledge.sync.remote import Remote, resolve_remote

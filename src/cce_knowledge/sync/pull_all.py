@@ -1,4 +1,4 @@
-"""`cce sync pull --all --into <dir>`: install the cache's knowledge corpus (conformance-sync.md §6.3).
+"""`cce sync pull --all --into <dir>`: install the cache's knowledge corpus (docs/spec/sync.md §6.3).
 
 cce-knowledge carries no code artifacts, so code-repo members are reported as
 skipped; the knowledge step follows the reference's selection rules and never
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from cce_knowledge.errors import CceError
+from cce_knowledge.core.errors import CceError
 from cce_knowledge.sync.gitcache import open_cache
 from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
 from cce_knowledge.sync.marker import read_marker_lenient

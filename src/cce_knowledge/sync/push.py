@@ -1,4 +1,4 @@
-"""`cce knowledge push`: publish the local store as a `.cck` (conformance-sync.md §4).
+"""`cce knowledge push`: publish the local store as a `.cck` (docs/spec/sync.md §4).
 
 Step order: load store → corpus id → export → remote + clone → shrink guard →
 `*.cck` LFS attribute → one publish commit (artifact, `current`, `corpus.json`) with
@@ -11,10 +11,14 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from cce_knowledge.config import load_knowledge_sync_config, load_sync_config, parse_retention
-from cce_knowledge.errors import CceError, StoreError, SyncError
-from cce_knowledge.jsonout import pretty
-from cce_knowledge.store import (
+from cce_knowledge.config.reader import (
+    load_knowledge_sync_config,
+    load_sync_config,
+    parse_retention,
+)
+from cce_knowledge.core.errors import CceError, StoreError, SyncError
+from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.store.store_file import (
     KnowledgeStore,
     display_dir,
     load_current,

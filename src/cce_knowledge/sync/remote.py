@@ -1,4 +1,4 @@
-"""Remote resolution and credential handling (conformance-sync.md §3.3, issue #4 item 6).
+"""Remote resolution and credential handling (docs/spec/sync.md §3.3, issue #4 item 6).
 
 Better than the reference on secrets: a token given in the remote URL's userinfo or
 in `CCE_SYNC_TOKEN` / `GITHUB_TOKEN` never reaches `.cce/config`, stdout/stderr, the
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from cce_knowledge.config import load_knowledge_sync_config, load_sync_config
-from cce_knowledge.errors import SyncError
+from cce_knowledge.config.reader import load_knowledge_sync_config, load_sync_config
+from cce_knowledge.core.errors import SyncError
 
 TOKEN_ENV_VARS = ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")
 

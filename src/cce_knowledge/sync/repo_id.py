@@ -1,4 +1,4 @@
-"""A code repository's cache id, from its git `origin` (conformance-sync.md §3.4).
+"""A code repository's cache id, from its git `origin` (docs/spec/sync.md §3.4).
 
 `cce sync init` records `sync.repo_id` from `--repo-id`, or else from the normalised
 `origin` URL of the project's git repository. The id names the code-artifact key space
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from cce_knowledge.rustcompat import rs_trim
+from cce_knowledge.core.rustcompat import rs_trim
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -11,8 +11,8 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from cce_knowledge.errors import SyncError
-from cce_knowledge.store import store_path
+from cce_knowledge.core.errors import SyncError
+from cce_knowledge.store.store_file import store_path
 from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
 
 NO_RECORD = (

@@ -1,0 +1,1 @@
+"""The GitHub Action: its interface, its driver, and the runner's workflow-command glue."""

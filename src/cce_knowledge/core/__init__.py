@@ -1,0 +1,1 @@
+"""Foundation: errors, atomic writes, serde-exact JSON and Rust-compatible text helpers, URL display."""

@@ -1,0 +1,146 @@
+"""Atomic file writes and a per-directory writer lock.
+
+A reader never sees a half-written file: bytes go to a temp file in the same
+directory (`.{name}.tmp.{pid}.{seq}`, a name that never looks like a snapshot),
+are fsynced, take the destination's permission bits, and are renamed over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import itertools
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from cce_knowledge.core.errors import CceError
+
+_seq = itertools.count()
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` atomically (all or nothing)."""
+    atomic_write_parts(path, (data,))
+
+
+def atomic_write_parts(
+    path: str | os.PathLike[str], parts: Iterable[bytes], *, flush_early: bool = False
+) -> None:
+    """`atomic_write` of the concatenation of `parts`, without joining them in memory.
+
+    `flush_early` starts writeback while later parts are still being produced (an
+    fdatasync on a helper thread per FLUSH_STEP bytes), so the closing fsync of a
+    large file waits for the tail only, not for the whole file."""
+    dest = Path(path)
+    tmp = dest.parent / f".{dest.name}.tmp.{os.getpid()}.{next(_seq)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        flusher: threading.Thread | None = None
+        try:
+            unflushed = 0
+            for data in parts:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                unflushed += len(data)
+                if flush_early and unflushed >= FLUSH_STEP and not (flusher and flusher.is_alive()):
+                    flusher = threading.Thread(target=_quiet_fdatasync, args=(fd,), daemon=True)
+                    flusher.start()
+                    unflushed = 0
+            if flusher is not None:
+                flusher.join()
+            os.fsync(fd)
+        finally:
+            if flusher is not None:
+                flusher.join()
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, stat.S_IMODE(os.stat(dest).st_mode))
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(dest.parent)
+
+
+#: Bytes written between early writeback kicks (see atomic_write_parts).
+FLUSH_STEP = 16 << 20
+
+
+def _quiet_fdatasync(fd: int) -> None:
+    # Only an early start: the closing fsync reports any error. (No fdatasync on macOS.)
+    with contextlib.suppress(OSError):
+        getattr(os, "fdatasync", os.fsync)(fd)
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class LockBusy(CceError):
+    pass
+
+
+@contextlib.contextmanager
+def file_lock(
+    path: str | os.PathLike[str],
+    *,
+    busy: str,
+    timeout: float | None = None,
+    error: type[CceError] = LockBusy,
+) -> Iterator[None]:
+    """Hold an exclusive advisory lock (flock) on `path` for the block.
+
+    `timeout=None` waits as long as it takes; otherwise a lock still held after
+    `timeout` seconds (0: at once) raises `error(busy)`. The lock dies with the
+    process, so a killed writer never leaves a stale lock behind.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise error(busy) from None
+                    time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def dir_lock(directory: str | os.PathLike[str], *, what: str, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive advisory lock on `directory/.lock` for the block.
+
+    Two writers on one root never interleave; with `wait=False` a busy lock is an
+    error naming `what` instead of a wait.
+    """
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    busy = f"another {what} is running on {d} — wait for it to finish"
+    with file_lock(d / ".lock", busy=busy, timeout=None if wait else 0):
+        yield

@@ -1,0 +1,1 @@
+"""What is installed and whether it is sound: `status` and `doctor`."""

@@ -1,0 +1,246 @@
+"""`cce doctor` — the knowledge health checks (docs/spec/sync.md §7.2,
+docs/spec/core.md §10.2), plus one additive advisory of ours: a stale or
+missing derived search index.
+
+Read-only. Failures are definite corruption or contract mismatch (exit 1);
+advisories (old or tampered facets, secret-shaped ids, no install record, a
+stale derived index) keep exit 0. No line ever prints a raw secret: facets are
+named, never shown, and record ids are shown through the redactor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cce_knowledge import KNOWLEDGE_SCHEMA
+from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
+from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
+from cce_knowledge.store.store_file import KnowledgeStore, knowledge_dir, load_current
+from cce_knowledge.sync.marker import read_marker_lenient
+
+DOCTOR_FAILED = "doctor found definite corruption or config drift (see above)"
+
+
+@dataclass(slots=True)
+class Report:
+    lines: list[str] = field(default_factory=list)
+    failures: int = 0
+    advisories: int = 0
+
+    def line(self, s: str) -> None:
+        self.lines.append(s)
+
+    def ok(self, msg: str) -> None:
+        self.line(f"  ok        {msg}")
+
+    def advisory(self, msg: str) -> None:
+        self.advisories += 1
+        self.line(f"  advisory  {msg}")
+
+    def fail(self, msg: str) -> None:
+        self.failures += 1
+        parts = rs_lines(msg) or [""]
+        self.line(f"  FAIL      {parts[0]}")
+        for rest in parts[1:]:
+            self.line(f"            {rs_trim_start(rest)}")
+
+    @property
+    def text(self) -> str:
+        return "".join(s + "\n" for s in self.lines)
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorOutcome:
+    report: str
+    failures: int
+    advisories: int
+
+    @property
+    def healthy(self) -> bool:
+        return self.failures == 0
+
+
+def _plural(n: int, one: str = "", many: str = "s") -> str:
+    return one if n == 1 else many
+
+
+def scrub_scan(store: KnowledgeStore, redact: Callable[[str], str], r: Report) -> None:
+    """Advisories for facets still secret-shaped (`redact(v) != v`) and for secret ids."""
+    dirty_facets: set[str] = set()
+    dirty_ids: set[str] = set()
+    for c in store.chunks:
+        if redact(c.record_id) != c.record_id:
+            dirty_ids.add(redact(c.record_id))  # keyed by the redacted form: never printed raw
+        facets: list[tuple[str, str | None]] = [
+            ("content", c.content),
+            ("kind", c.kind),
+            ("name", c.name),
+            ("source", c.source),
+            ("title", c.title),
+            ("url", c.url),
+            ("state", c.state),
+            ("state_reason", c.state_reason),
+            ("updated_at", c.updated_at),
+            ("group", c.group),
+        ]
+        for name, value in facets:
+            if value is not None and name not in dirty_facets and redact(value) != value:
+                dirty_facets.add(name)
+        if "labels" not in dirty_facets and any(redact(v) != v for v in c.labels):
+            dirty_facets.add("labels")
+        if "links" not in dirty_facets and any(redact(v) != v for v in c.links):
+            dirty_facets.add("links")
+    if dirty_facets:
+        r.advisory(
+            "knowledge store carries un-redacted content in facet(s): "
+            f"{', '.join(sorted(dirty_facets))} — it predates the redaction fix (or was "
+            "tampered with); re-index the feed, and if it was pushed, re-push (a local "
+            "re-index does NOT scrub the remote .cck)"
+        )
+    for rid in sorted(dirty_ids):
+        r.advisory(
+            f"knowledge record id `{rid}` contains secret-shaped content; record ids are "
+            "addressing keys and cannot be redacted by re-index — fix the source adapter to "
+            "remove the secret from the id"
+        )
+
+
+def _pulled_bytes_check(root: Path, r: Report) -> None:
+    marker = read_marker_lenient(root)
+    if marker is None:
+        return  # a local ingest: provenance, not a finding
+    cs = check_installed_bytes(root, marker)
+    head = f"verify FAILED (checksum-only) for knowledge corpus `{marker.corpus_id}` (@{marker.snapshot})"
+    repull = f"cce knowledge pull --corpus {marker.corpus_id}"
+    if cs.state == "ok":
+        r.ok(
+            "pulled snapshot bytes match the install record "
+            f"({marker.corpus_id}@{marker.snapshot} · {(cs.actual or '')[:12]})"
+        )
+    elif cs.state == "no-record":
+        r.advisory(KNOWLEDGE_NO_RECORD_NOTICE)
+    elif cs.state == "unreadable":
+        r.fail(
+            f"{head}\n  the pulled knowledge store could not be read: {cs.error}\n"
+            f"  Re-pull it with `{repull}`."
+        )
+    else:
+        r.fail(
+            f"{head}\n  expected : {cs.expected}\n  actual   : {cs.actual}\n"
+            "  The pulled knowledge store does not match the bytes recorded at pull time — "
+            f"corruption or local modification. Re-pull with `{repull}`.\n"
+            "  (Checksum-only detects corruption, not a malicious build — and a knowledge "
+            "corpus has NO rebuild-verify escalation path at all: the puller lacks the source "
+            "feed. Trust stays with the pusher and the git host's access control.)"
+        )
+
+
+def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
+    """Ours (additive): the derived search index should exist for the active snapshot.
+
+    Advisory only — search rebuilds it on demand — but a missing or stale one
+    makes the first query after a pull or re-index pay the whole build.
+    """
+    from cce_knowledge.retrieval import search_index_status
+
+    try:
+        state = search_index_status(root)
+    except Exception as e:  # the derived index is rebuildable: never a failure
+        r.advisory(
+            f"derived search index could not be inspected ({type(e).__name__}) — it is "
+            "rebuilt on the next search"
+        )
+        return
+    if state == "fresh":
+        r.ok(f"derived search index is current (snapshot {store.snapshot})")
+    elif state in ("stale", "missing"):
+        r.advisory(
+            f"derived search index is {state} for snapshot {store.snapshot} — the next search "
+            "rebuilds it (run `cce knowledge search` once to warm it); it is local, never "
+            "pushed, and safe to delete"
+        )
+    # "absent-store" cannot happen here (the store just loaded); say nothing.
+
+
+def _native_check(r: Report) -> None:
+    """Ours (additive): say so when pulls and pushes run without the C accelerator.
+
+    Silent when it is active, so a healthy install prints what the reference prints."""
+    from cce_knowledge.sync.accelerator import native
+
+    if native() is not None:
+        return
+    if os.environ.get("CCE_NATIVE", "1") == "0":
+        why = "is disabled (CCE_NATIVE=0)"
+    else:
+        why = (
+            "is not built — install a C compiler and the Python headers, then reinstall "
+            "(`pip install -e .` in a checkout)"
+        )
+    r.advisory(
+        f"the native .cck accelerator {why}; pulls and pushes give the same bytes but "
+        "take several times longer on large corpora"
+    )
+
+
+def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None:
+    if not (knowledge_dir(root) / "current").exists():
+        return
+    r.line("knowledge:")
+    try:
+        store = load_current(root)
+    except StoreError as e:
+        r.fail(f"knowledge store cannot be loaded: {e.message} — re-ingest or re-pull")
+        store = None
+    if store is not None:
+        if store.schema == KNOWLEDGE_SCHEMA:
+            n, c = store.records, len(store.chunks)
+            r.ok(
+                f"contract {store.schema} · snapshot {store.snapshot} · {n} record{_plural(n)} · "
+                f"{c} chunk{_plural(c)} · data as-of {store.data_as_of() or 'unknown'}"
+            )
+        else:
+            r.fail(
+                f"knowledge contract mismatch: the store says `{store.schema}`, this binary "
+                f"speaks `{KNOWLEDGE_SCHEMA}` — re-ingest the feed (or re-pull the corpus)"
+            )
+        scrub_scan(store, redact, r)
+    _pulled_bytes_check(root, r)
+    if store is not None:
+        _search_index_check(root, store, r)
+    _native_check(r)
+
+
+def run_doctor(
+    root: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None
+) -> DoctorOutcome:
+    """The whole report. Raises StoreError (exit 1) only when there is nothing to check."""
+    if redact is None:
+        from cce_knowledge.engine.redactor import redact as _redact
+
+        redact = _redact
+    shown = os.fspath(root)
+    rootp = Path(shown)
+    if not rootp.is_dir():
+        raise StoreError(f"not a directory: {shown}")
+    code_index = rootp / ".cce" / "index.json"
+    has_knowledge = (knowledge_dir(rootp) / "current").exists()
+    if not code_index.exists() and not has_knowledge:
+        raise StoreError(f"no store at {shown}/.cce/index.json — index first (`cce index {shown}`)")
+    r = Report()
+    r.line(f"cce doctor — {shown}")
+    if code_index.exists():
+        # We serve knowledge only; the code index belongs to the cce engine.
+        r.line(
+            f"code index: {shown}/.cce/index.json — not checked here (run the cce engine's `cce doctor`)"
+        )
+    check_knowledge(rootp, r, redact)
+    r.line(
+        f"summary: 1 store checked · {r.failures} failure{_plural(r.failures)} · "
+        f"{r.advisories} advisor{_plural(r.advisories, 'y', 'ies')}"
+    )
+    return DoctorOutcome(report=r.text, failures=r.failures, advisories=r.advisories)

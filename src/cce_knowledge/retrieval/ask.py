@@ -1,0 +1,246 @@
+"""`cce knowledge ask`: prove a corpus answers a suite of questions (docs/spec/core.md §8).
+
+The suite (`cce.knowledge.ask/v1`) is parsed by `contract.asksuite`; this module runs
+each case through the same retrieval the CLI and MCP serve, scores it, and renders the
+human or `cce.knowledge.ask.report/v1` JSON report.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cce_knowledge.core.errors import CceError, StoreError
+from cce_knowledge.core.rustcompat import format6, io_error_text
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval import Hit
+
+F64_EPSILON = 2.220446049250313e-16
+REPORT_SCHEMA = "cce.knowledge.ask.report/v1"
+SUITE_SCHEMA = "cce.knowledge.ask/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    id: str
+    k: int
+    expected: int
+    first_hit_rank: int | None
+    precision: float
+    recall: float
+    mrr: float
+    f1: float
+    proven: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AskReport:
+    corpus: str
+    min_score: float
+    ranking: str
+    cases: list[CaseResult]
+    precision: float
+    recall: float
+    mrr: float
+    f1: float
+    proven: int
+
+    @property
+    def queries(self) -> int:
+        return len(self.cases)
+
+    @property
+    def passed(self) -> bool:
+        return self.queries > 0 and self.proven == self.queries
+
+
+def score_case(case_id: str, k: int, expect: list[str], hits: list[Hit]) -> CaseResult:
+    considered = hits[:k]
+    wanted = set(expect)
+    relevant = sum(1 for h in considered if h.record_id in wanted)
+    first: int | None = None
+    for pos, h in enumerate(considered, start=1):
+        if h.record_id in wanted:
+            first = pos
+            break
+    got = {h.record_id for h in considered}
+    anchors = sum(1 for e in expect if e in got)
+    precision = relevant / k
+    recall = anchors / len(expect)
+    mrr = 1.0 / first if first is not None else 0.0
+    f1 = 2.0 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return CaseResult(
+        id=case_id,
+        k=k,
+        expected=len(expect),
+        first_hit_rank=first,
+        precision=precision,
+        recall=recall,
+        mrr=mrr,
+        f1=f1,
+        proven=abs(recall - 1.0) < F64_EPSILON,
+    )
+
+
+def _mean(xs: list[float]) -> float:
+    s = 0.0
+    for x in xs:
+        s += x
+    return s / len(xs) if xs else 0.0
+
+
+def resolve_corpus_path(suite_path: str, corpus: str) -> str:
+    """`dirname(suite) / corpus` (an absolute corpus replaces it; a bare suite name keeps corpus)."""
+    return os.path.join(os.path.dirname(suite_path), corpus)
+
+
+def run_ask(
+    suite_path: str,
+    *,
+    root: str | None = None,
+    min_score: float | None = None,
+    ranking: str | None = None,
+) -> AskReport:
+    from cce_knowledge.contract.asksuite import parse_suite
+    from cce_knowledge.retrieval import check_ranking, default_min_score, resolve_ranking
+
+    try:
+        text = Path(suite_path).read_bytes().decode("utf-8")
+    except OSError as e:
+        raise CceError(f"could not read suite {suite_path}: {io_error_text(e)}") from e
+    except UnicodeDecodeError as e:
+        raise CceError(
+            f"could not read suite {suite_path}: stream did not contain valid UTF-8"
+        ) from e
+    suite = parse_suite(text)
+
+    rk = check_ranking(ranking) if ranking is not None else resolve_ranking(root, None)
+
+    if root is not None:
+        from cce_knowledge.retrieval.searcher import Searcher
+        from cce_knowledge.store.store_file import display_dir, load_current, store_present
+
+        if not store_present(root):
+            try:
+                load_current(root)
+            except StoreError as e:
+                raise CceError(f"could not load knowledge store under {root}: {e}") from e
+        searcher = Searcher(root)
+        try:
+            searcher.index()
+        except StoreError as e:
+            raise CceError(f"could not load knowledge store under {root}: {e}") from e
+        label = display_dir(root)
+        if min_score is None:
+            from cce_knowledge.retrieval import configured_min_score
+
+            min_score = configured_min_score(root, rk)
+
+        def run(query: str, k: int, floor: float) -> list[Hit]:
+            return searcher.search(query, k, ranking=rk, min_score=floor)
+    else:
+        if suite.corpus is None:
+            raise CceError(
+                "suite has no `corpus` header; pass --dir <root> to run against an installed store"
+            )
+        from cce_knowledge.retrieval import search_knowledge
+        from cce_knowledge.store.ingest import ingest_feed
+
+        feed_path = resolve_corpus_path(suite_path, suite.corpus)
+        try:
+            raw = Path(feed_path).read_bytes()
+        except OSError as e:
+            raise CceError(f"could not read corpus feed {feed_path}: {io_error_text(e)}") from e
+        store = ingest_feed(raw, 400)
+        label = suite.corpus
+        if min_score is None:
+            min_score = default_min_score(rk)
+        model = None
+        if rk == "default":
+            from cce_knowledge.retrieval.default import build_model
+
+            model = build_model(store.chunks)
+
+        def run(query: str, k: int, floor: float) -> list[Hit]:
+            if model is not None:
+                from cce_knowledge.retrieval.default import search_model
+
+                return search_model(model, query, k, floor)
+            return search_knowledge(store, query, k, floor, ranking=rk)
+
+    floor = float(min_score)
+    results = [score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor)) for c in suite.cases]
+    return AskReport(
+        corpus=label,
+        min_score=floor,
+        ranking=rk,
+        cases=results,
+        precision=_mean([r.precision for r in results]),
+        recall=_mean([r.recall for r in results]),
+        mrr=_mean([r.mrr for r in results]),
+        f1=_mean([r.f1 for r in results]),
+        proven=sum(1 for r in results if r.proven),
+    )
+
+
+def _clip(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def render_human(rep: AskReport) -> str:
+    lines = [
+        f"CCE knowledge-ask — answers vs the curated corpus ({SUITE_SCHEMA})",
+        f"  corpus   : {rep.corpus}",
+        f"  min_score: {format6(rep.min_score)}",
+        f"  proven   : {rep.proven}/{rep.queries}",
+        "",
+        f"  {'query':<28}{'P@k':>7}{'recall':>10}{'MRR':>10}{'rank':>8}  proven",
+    ]
+    for c in rep.cases:
+        rank = str(c.first_hit_rank) if c.first_hit_rank is not None else "-"
+        lines.append(
+            f"  {_clip(c.id, 28):<28}{format6(c.precision):>7}{format6(c.recall):>10}"
+            f"{format6(c.mrr):>10}{rank:>8}  {'yes' if c.proven else 'NO'}"
+        )
+    lines.append(
+        f"  {'mean':<28}{format6(rep.precision):>7}{format6(rep.recall):>10}{format6(rep.mrr):>10}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def report_json(rep: AskReport) -> str:
+    from cce_knowledge.core.jsonout import pretty
+
+    doc = {
+        "cases": [
+            {
+                "expected": c.expected,
+                "f1": format6(c.f1),
+                "first_hit_rank": c.first_hit_rank,
+                "id": c.id,
+                "k": c.k,
+                "mrr": format6(c.mrr),
+                "precision_at_k": format6(c.precision),
+                "proven": c.proven,
+                "recall": format6(c.recall),
+            }
+            for c in rep.cases
+        ],
+        "corpus": rep.corpus,
+        "f1": format6(rep.f1),
+        "min_score": format6(rep.min_score),
+        "mrr": format6(rep.mrr),
+        "precision_at_k": format6(rep.precision),
+        "proven": rep.proven,
+        "queries": rep.queries,
+        "recall": format6(rep.recall),
+        "schema": REPORT_SCHEMA,
+    }
+    return pretty(doc, sort_keys=True) + "\n"
+
+
+def regression_message(rep: AskReport) -> str:
+    return f"knowledge-ask regression: {rep.proven}/{rep.queries} queries proven from the corpus"

@@ -1,0 +1,449 @@
+"""The reference ranking served from the derived index, vectorised and bit-exact.
+
+The reference pipeline (docs/spec/core.md §7.1-§7.2) scores EVERY live chunk for
+every query (`top_k' = max(len(live), top_k)` makes all of them candidates), so the
+work is per query O(chunks). numpy does it column-wise while keeping each value's
+IEEE operations and their order identical to the straightforward code:
+
+- cosine: Σ_i q[i]·e[i] sequentially. Terms with q[i] == 0 add ±0.0, which never
+  changes a sum that starts at +0.0, so summing only the query's nonzero dims in
+  index order (`acc = acc + q[i] * E[:, i]`) is bit-identical. Embeddings are kept
+  as integer bucket counts + norm (`e = count / norm` is exactly how the embedder
+  makes them); a store whose embeddings are not of that form keeps dense floats.
+- BM25: per unique query token in first-occurrence order, the term value of every
+  posting, added into the score vector — the same order per document.
+- keyword_distance's substring rule: a query token (only `[a-z0-9_]`) can occur in
+  ascii-lowercased content only inside one word run, i.e. inside one content
+  token, so "substring of the content" = "substring of some vocabulary term of
+  the chunk" → union of those terms' postings.
+
+A store with duplicate chunk ids (ties whose order depends on scan order) falls back
+to the straightforward implementation, as does anything this file cannot map.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from array import array
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.rustcompat import ascii_lower, rs_trim
+from cce_knowledge.engine.embed import DIM, fnv1a64, hash_embed
+from cce_knowledge.engine.ranking_primitives import K1, RRF_K, B, bm25_idf, unique_in_order
+from cce_knowledge.engine.tokenizer import tokenize
+from cce_knowledge.retrieval.reference import (
+    DROPPED_REASONS,
+    PATH_PENALTY,
+    PER_RECORD_CAP,
+    PR_BOOST,
+    file_hints,
+    has_pr_link,
+    is_code_lookup,
+    path_penalised,
+)
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.search_index import FastIndex
+    from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
+
+
+_BUCKETS: dict[str, tuple[int, int]] = {}
+
+
+def _bucket(tok: str) -> tuple[int, int]:
+    r = _BUCKETS.get(tok)
+    if r is None:
+        h = fnv1a64(tok.encode("ascii"))
+        r = _BUCKETS[tok] = (h % DIM, -1 if h >> 63 else 1)
+    return r
+
+
+def _counts(tokens: list[str]) -> tuple[list[int], int]:
+    """Signed bucket counts of the hash embedder (before normalisation)."""
+    v = [0] * DIM
+    for t in tokens:
+        b, s = _bucket(t)
+        v[b] += s
+    sq = 0
+    for x in v:
+        sq += x * x
+    return v, sq
+
+
+def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dict[str, bytes]:
+    """Sections the vectorised reference ranking needs (empty when it must fall back)."""
+    import math
+
+    live = [c for c in store.chunks if c.state_reason not in DROPPED_REASONS]
+    n = len(live)
+    if n == 0 or len({c.chunk_id for c in live}) != n:
+        return {}
+    toks = [tokenize(c.content) for c in live]
+
+    # Embeddings as counts + norm when that reproduces the stored floats exactly.
+    counts: list[list[int]] = []
+    norms = array("d")
+    exact = True
+    for c, ts in zip(live, toks, strict=True):
+        v, sq = _counts(ts)
+        norm = math.sqrt(float(sq)) if sq else 1.0
+        if c.embedding:
+            if len(c.embedding) != DIM or any(
+                x / norm != e for x, e in zip(v, c.embedding, strict=True)
+            ):
+                exact = False
+        counts.append(v)
+        norms.append(norm)
+    sections: dict[str, bytes] = {}
+    meta: dict[str, Any] = {"n": n}
+    if exact:
+        peak = max((abs(x) for v in counts for x in v), default=0)
+        code = "b" if peak < 128 else "h" if peak < 32768 else "i"
+        col = array(code)
+        for d in range(DIM):
+            col.extend(v[d] for v in counts)
+        sections["ref_cnt"] = col.tobytes()
+        sections["ref_norm"] = norms.tobytes()
+        meta["cnt"] = code
+    else:
+        emb = array("d")
+        embs = [c.embedding if c.embedding else hash_embed(c.content) for c in live]
+        for d in range(DIM):
+            emb.extend(e[d] if d < len(e) else 0.0 for e in embs)
+        sections["ref_emb"] = emb.tobytes()
+        meta["cnt"] = None
+        # A short stored embedding only sums its own prefix; pad-with-zero is identical.
+
+    # Vocabulary of content tokens ∪ title/label tokens, with two posting lists each.
+    tf_post: dict[str, list[tuple[int, int]]] = {}
+    share_post: dict[str, list[int]] = {}
+    total = 0
+    dls = array("i")
+    for i, (c, ts) in enumerate(zip(live, toks, strict=True)):
+        tf: dict[str, int] = {}
+        for t in ts:
+            tf[t] = tf.get(t, 0) + 1
+        for t, f in tf.items():
+            tf_post.setdefault(t, []).append((i, f))
+        dls.append(len(ts))
+        total += len(ts)
+        extra = tokenize(c.title + "".join(" " + lab for lab in c.labels))
+        for t in set(ts) | set(extra):
+            share_post.setdefault(t, []).append(i)
+    vocab = sorted(set(tf_post) | set(share_post))
+    blob = bytearray(b"\n")
+    off = array("q")
+    tptr, tids, tfs = array("q", [0]), array("i"), array("i")
+    sptr, sids = array("q", [0]), array("i")
+    for t in vocab:
+        off.append(len(blob))
+        blob += t.encode("ascii") + b"\n"
+        for i, f in tf_post.get(t, ()):
+            tids.append(i)
+            tfs.append(f)
+        tptr.append(len(tids))
+        sids.extend(sorted(share_post.get(t, ())))
+        sptr.append(len(sids))
+    meta["avgdl"] = total / n
+    meta["vocab"] = len(vocab)
+
+    rid_blob = bytearray(b"\n")
+    rid_off = array("q")
+    rec_code = array("i")
+    codes: dict[str, int] = {}
+    for c in live:
+        rid_off.append(len(rid_blob))
+        rid_blob += ascii_lower(c.record_id).encode("utf-8") + b"\n"
+        rec_code.append(codes.setdefault(c.record_id, len(codes)))
+    per_rec: dict[int, int] = {}
+    for r in rec_code:
+        per_rec[r] = per_rec.get(r, 0) + 1
+
+    by_cid = sorted(range(n), key=lambda i: live[i].chunk_id)
+    cid_rank = array("i", [0] * n)
+    for r, i in enumerate(by_cid):
+        cid_rank[i] = r
+    tie = sorted(range(n), key=lambda i: live[i].chunk_id)
+    tie.sort(key=lambda i: live[i].updated_at or "", reverse=True)
+    tie_rank = array("i", [0] * n)
+    for r, i in enumerate(tie):
+        tie_rank[i] = r
+
+    sections.update(
+        {
+            "ref_meta": json.dumps(meta, sort_keys=True).encode(),
+            "ref_vocab": bytes(blob),
+            "ref_vocab_off": off.tobytes(),
+            "ref_tf_ptr": tptr.tobytes(),
+            "ref_tf_ids": tids.tobytes(),
+            "ref_tf": tfs.tobytes(),
+            "ref_sh_ptr": sptr.tobytes(),
+            "ref_sh_ids": sids.tobytes(),
+            "ref_dl": dls.tobytes(),
+            "ref_rid": bytes(rid_blob),
+            "ref_rid_off": rid_off.tobytes(),
+            "ref_rec": rec_code.tobytes(),
+            "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rec_code),
+            "ref_pen": bytes(1 if path_penalised(c.record_id) else 0 for c in live),
+            "ref_pr": bytes(1 if has_pr_link(c.links) else 0 for c in live),
+            "ref_cid_rank": cid_rank.tobytes(),
+            "ref_tie_rank": tie_rank.tobytes(),
+            "ref_doc": array("i", live_to_doc).tobytes(),
+        }
+    )
+    return sections
+
+
+def _score_keys(np: Any, x: Any) -> Any:
+    """Vectorised `score_key`: round half away from zero of x·1e6, as int64."""
+    y = x * 1_000_000.0
+    t = np.trunc(y)
+    t = t + np.sign(y) * (np.abs(y - t) >= 0.5)
+    return t.astype(np.int64)
+
+
+class ReferenceIndex:
+    """numpy views over the `ref_*` sections of a FastIndex."""
+
+    def __init__(self, fi: FastIndex) -> None:
+        import numpy as np
+
+        self.np = np
+        self.fi = fi
+        meta = json.loads(bytes(fi.raw("ref_meta")))
+        self.n: int = meta["n"]
+        self.avgdl: float = meta["avgdl"]
+
+        def arr(name: str, dt: Any) -> Any:
+            return np.frombuffer(fi.raw(name), dtype=dt)
+
+        n = self.n
+        if meta["cnt"] is not None:
+            self.cnt = arr(
+                "ref_cnt", {"b": np.int8, "h": np.int16, "i": np.int32}[meta["cnt"]]
+            ).reshape(DIM, n)
+            self.norm = arr("ref_norm", np.float64)
+            self.emb = None
+        else:
+            self.emb = arr("ref_emb", np.float64).reshape(DIM, n)
+        self.vocab = bytes(fi.raw("ref_vocab"))
+        self.vocab_off = arr("ref_vocab_off", np.int64)
+        self.tf_ptr = arr("ref_tf_ptr", np.int64)
+        self.tf_ids = arr("ref_tf_ids", np.int32)
+        self.tf = arr("ref_tf", np.int32)
+        self.sh_ptr = arr("ref_sh_ptr", np.int64)
+        self.sh_ids = arr("ref_sh_ids", np.int32)
+        self.dl = arr("ref_dl", np.int32).astype(np.float64)
+        self.rid = bytes(fi.raw("ref_rid"))
+        self.rid_off = arr("ref_rid_off", np.int64)
+        self.rec = arr("ref_rec", np.int32)
+        self.multi = arr("ref_multi", np.uint8).astype(bool)
+        self.pen = arr("ref_pen", np.uint8).astype(bool)
+        self.pr = arr("ref_pr", np.uint8).astype(bool)
+        self.cid_rank = arr("ref_cid_rank", np.int32).astype(np.int64)
+        self.tie_rank = arr("ref_tie_rank", np.int32).astype(np.int64)
+        self.doc = arr("ref_doc", np.int32)
+        self._vocab_list = [int(x) for x in self.vocab_off]
+        self._sub_cache: dict[str, Any] = {}
+
+    @classmethod
+    def open(cls, fi: FastIndex, loader: Callable[[], KnowledgeStore] | None) -> Any:
+        if fi.has("ref_meta"):
+            return cls(fi)
+        if fi.n_chunks == 0:
+            return _Empty()
+        if loader is None:
+            raise StoreError("the reference ranking needs the knowledge store")
+        return _Fallback(loader())
+
+    # ---------------------------------------------------------------- lookups
+
+    def _term(self, t: str) -> int:
+        key = t.encode("ascii")
+        offs = self._vocab_list
+        lo, hi = 0, len(offs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            s = offs[mid]
+            term = self.vocab[s : self.vocab.index(b"\n", s)]
+            if term < key:
+                lo = mid + 1
+            elif term > key:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+    def _substring_terms(self, t: str) -> Any:
+        """Ids of vocabulary terms that contain `t` (memoised per token)."""
+        got = self._sub_cache.get(t)
+        if got is not None:
+            return got
+        import re
+
+        np = self.np
+        # Terms are "\n"-separated and `t` has no "\n", so a match never spans two terms.
+        pos = np.fromiter(
+            (m.start() for m in re.finditer(re.escape(t.encode("ascii")), self.vocab)),
+            dtype=np.int64,
+        )
+        got = np.unique(np.searchsorted(self.vocab_off, pos, side="right") - 1)
+        if len(self._sub_cache) > 4096:
+            self._sub_cache.clear()
+        self._sub_cache[t] = got
+        return got
+
+    def _mask_from(self, ptr: Any, ids: Any, tids: Any) -> Any:
+        np = self.np
+        mask = np.zeros(self.n, dtype=bool)
+        if len(tids) == 0:
+            return mask
+        t = np.asarray(tids, dtype=np.int64)
+        starts, ends = ptr[t], ptr[t + 1]
+        lens = ends - starts
+        tot = int(lens.sum())
+        if tot == 0:
+            return mask
+        # Gather all postings of the selected terms in one go.
+        rep = np.repeat(starts - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+        mask[ids[np.arange(tot) + rep]] = True
+        return mask
+
+    # ---------------------------------------------------------------- query
+
+    def search(self, query: str, top_k: int, min_score: float) -> list[Hit]:
+        from cce_knowledge.retrieval.reference import finish_hits
+
+        np = self.np
+        n = self.n
+        if not rs_trim(query) or top_k <= 0 or n == 0:
+            return []
+        qt = tokenize(query)
+        if not qt:
+            return []
+        uq = unique_in_order(qt)
+        fts_weight = 1.5 if is_code_lookup(query) else 1.0
+        qvec = hash_embed(query)
+
+        # Cosine: only the query's nonzero dims, in index order.
+        cos = np.zeros(n)
+        for d in range(DIM):
+            q = qvec[d]
+            if q != 0.0:
+                col = (
+                    self.emb[d]
+                    if self.emb is not None
+                    else self.cnt[d].astype(np.float64) / self.norm
+                )
+                cos = cos + q * col
+        vkey = _score_keys(np, cos)
+        vorder = np.lexsort((self.cid_rank, -vkey))
+        vrank = np.empty(n, dtype=np.int64)
+        vrank[vorder] = np.arange(n)
+
+        # BM25 over unique query tokens in first-occurrence order.
+        bm = np.zeros(n)
+        k1p1 = K1 + 1.0
+        omb = 1.0 - B
+        for t in uq:
+            tid = self._term(t)
+            if tid < 0:
+                continue
+            a, b = int(self.tf_ptr[tid]), int(self.tf_ptr[tid + 1])
+            if a == b:
+                continue
+            idf = bm25_idf(n, b - a)
+            ids = self.tf_ids[a:b]
+            f = self.tf[a:b].astype(np.float64)
+            dl = self.dl[ids]
+            bm[ids] += (idf * (f * k1p1)) / (f + K1 * (omb + ((B * dl) / self.avgdl)))
+        fkey = _score_keys(np, bm)
+        fc = fkey > 0
+        frank = np.full(n, -1, dtype=np.int64)
+        cidx = np.nonzero(fc)[0]
+        if len(cidx):
+            ford = cidx[np.lexsort((self.cid_rank[cidx], -fkey[cidx]))]
+            frank[ford] = np.arange(len(ford))
+
+        rrf = 1.0 / (RRF_K + vrank.astype(np.float64))
+        fpart = fts_weight * (1.0 / (RRF_K + frank.astype(np.float64)))
+        rrf = np.where(fc, rrf + fpart, rrf)
+        max_rrf = max(0.0, float(rrf.max()))
+
+        # keyword_distance: substring of a unique query token, or a file hint in the id.
+        kw = np.zeros(n, dtype=bool)
+        for t in uq:
+            kw |= self._mask_from(self.tf_ptr, self.tf_ids, self._substring_terms(t))
+        for h in file_hints(query):
+            kw |= self._rid_contains(h)
+        ks = np.where(kw, 1.0 - 0 / 5.0, 1.0 - 2 / 5.0)
+        vs = 1.0 - np.minimum(np.maximum((1.0 - cos) / 2.0, 0.0), 1.0)
+        conf = 0.5 * vs + 0.4 * ks + 0.1 * 0.0
+        ksum = _score_keys(np, np.array([max_rrf]))[0]
+        norm_rrf = rrf / max_rrf if ksum != 0 else np.zeros(n)
+        final = 0.5 * conf + (1.0 - 0.5) * norm_rrf
+        final = np.where(self.pen, final * PATH_PENALTY, final)
+        key = _score_keys(np, final)
+
+        keep = ~(final < min_score)
+        keep &= self._mask_from(
+            self.sh_ptr, self.sh_ids, [i for i in (self._term(t) for t in set(qt)) if i >= 0]
+        )
+        if self.multi.any():
+            keep &= self._cap(key)
+        idx = np.nonzero(keep)[0]
+        if len(idx) == 0:
+            return []
+        boosted = np.where(self.pr[idx], final[idx] * PR_BOOST, final[idx])
+        bkey = _score_keys(np, boosted)
+        order = np.lexsort((self.tie_rank[idx], -bkey))[:top_k]
+        fi = self.fi
+        pairs: list[tuple[KnowledgeChunk, float]] = [
+            (fi.chunk(int(self.doc[idx[j]])), float(boosted[j])) for j in order
+        ]
+        return finish_hits(pairs, top_k)
+
+    def _cap(self, key: Any) -> Any:
+        """At most PER_RECORD_CAP chunks per record, in (score_key ↓, chunk_id ↑) order."""
+        np = self.np
+        ok = np.ones(self.n, dtype=bool)
+        sel = np.nonzero(self.multi)[0]
+        o = sel[np.lexsort((self.cid_rank[sel], -key[sel], self.rec[sel]))]
+        r = self.rec[o]
+        idx = np.arange(len(o))
+        start = np.where(np.concatenate(([True], r[1:] != r[:-1])), idx, 0)
+        start = np.maximum.accumulate(start)
+        ok[o[(idx - start) >= PER_RECORD_CAP]] = False
+        return ok
+
+    def _rid_contains(self, hint: str) -> Any:
+        np = self.np
+        mask = np.zeros(self.n, dtype=bool)
+        key = hint.encode("utf-8")
+        offs = [int(x) for x in self.rid_off]
+        pos = self.rid.find(key)
+        while pos >= 0:
+            i = bisect.bisect_right(offs, pos) - 1
+            if i >= 0:
+                mask[i] = True
+            pos = self.rid.find(key, pos + 1)
+        return mask
+
+
+class _Empty:
+    def search(self, query: str, top_k: int, min_score: float) -> list[Hit]:
+        return []
+
+
+class _Fallback:
+    def __init__(self, store: KnowledgeStore) -> None:
+        self.store = store
+
+    def search(self, query: str, top_k: int, min_score: float) -> list[Hit]:
+        from cce_knowledge.retrieval.reference import reference_search
+
+        return reference_search(self.store.chunks, query, top_k, min_score)

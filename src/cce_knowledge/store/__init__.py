@@ -1,0 +1,1 @@
+"""The knowledge store: feed -> store bytes (ingest), the on-disk store file, and its mapped view."""

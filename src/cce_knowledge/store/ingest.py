@@ -1,0 +1,445 @@
+"""Feed → knowledge store (docs/spec/core.md §2, §3.2, §5.1).
+
+Each record renders to a markdown document (`# {trim(title)}\\n\\n{body}`), which is
+redacted as a whole, then chunked at its headings; every facet is redacted on its
+own. `ingest_feed` returns the store model; `index_feed` renders the store bytes
+directly and can spread records over worker processes, reassembling them in feed
+order so the bytes never depend on the worker count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cce_knowledge import KNOWLEDGE_SCHEMA
+from cce_knowledge.config.reader import load_knowledge_config, load_markdown_config
+from cce_knowledge.contract.manifest import read_manifest, verify_manifest
+from cce_knowledge.contract.ndjson import parse_feed
+from cce_knowledge.contract.record import KnowledgeRecord
+from cce_knowledge.core.atomic import dir_lock
+from cce_knowledge.core.errors import CceError, ContractError
+from cce_knowledge.core.jsonout import json_str
+from cce_knowledge.core.rustcompat import io_error_text, rs_trim
+from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
+from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
+from cce_knowledge.engine.redactor import redact
+from cce_knowledge.store.store_file import (
+    KnowledgeChunk,
+    KnowledgeStore,
+    chunk_json,
+    display_dir,
+    embedding_json_sparse,
+    knowledge_dir,
+    save_store_bytes,
+)
+
+DEFAULT_BUDGET = 400
+
+
+def render_document(rec: KnowledgeRecord) -> str:
+    """The markdown document of a record: `# {trim(title)}\\n\\n{body}` (body verbatim)."""
+    return "# " + rs_trim(rec.title) + "\n\n" + rec.body
+
+
+def snapshot_id(raw: bytes) -> str:
+    """First 16 hex of sha256 over the raw feed bytes."""
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+_FACET_CACHE: dict[str, str] = {}
+_FACET_CACHE_MAX = 200_000
+
+
+def _redact_facet(v: str) -> str:
+    """`redact` memoised for short values: labels, sources, states and links repeat."""
+    r = _FACET_CACHE.get(v)
+    if r is None:
+        r = redact(v)
+        if len(v) <= 512 and len(_FACET_CACHE) < _FACET_CACHE_MAX:
+            _FACET_CACHE[v] = r
+    return r
+
+
+def _opt(v: str | None) -> str | None:
+    return None if v is None else _redact_facet(v)
+
+
+def _facets(rec: KnowledgeRecord) -> dict[str, Any]:
+    """Every facet redacted on its own (title after trimming); the id stays raw."""
+    return {
+        "record_id": rec.id,
+        "source": _redact_facet(rec.source),
+        "url": _opt(rec.url),
+        "state": _opt(rec.state),
+        "state_reason": _opt(rec.state_reason),
+        "updated_at": _opt(rec.updated_at),
+        "group": _opt(rec.group),
+        "labels": [_redact_facet(x) for x in rec.labels],
+        "title": _redact_facet(rs_trim(rec.title)),
+        "links": [_redact_facet(x) for x in rec.links],
+    }
+
+
+def _sections(rec: KnowledgeRecord, budget: int) -> list[MdChunk]:
+    return chunk_markdown(rec.id, redact(render_document(rec)), budget)
+
+
+def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> KnowledgeChunk:
+    f = facets
+    return KnowledgeChunk(
+        chunk_id=c.chunk_id,
+        record_id=f["record_id"],
+        kind=c.kind,
+        name=c.name,
+        start_line=c.start_line,
+        end_line=c.end_line,
+        token_count=c.token_count,
+        content=c.content,
+        source=f["source"],
+        url=f["url"],
+        state=f["state"],
+        state_reason=f["state_reason"],
+        updated_at=f["updated_at"],
+        group=f["group"],
+        labels=list(f["labels"]),
+        title=f["title"],
+        links=list(f["links"]),
+        embedding=embedding,
+    )
+
+
+def record_chunks(rec: KnowledgeRecord, budget: int) -> list[KnowledgeChunk]:
+    """The store chunks of one record, in chunker order."""
+    md = _sections(rec, budget)
+    if not md:
+        return []
+    facets = _facets(rec)
+    return [_store_chunk(c, facets, hash_embed_bytes(c.raw)) for c in md]
+
+
+def record_chunk_texts(rec: KnowledgeRecord, budget: int, cache: dict[bytes, str]) -> list[str]:
+    """`chunk_json` of each chunk of one record. `cache` maps section bytes to their
+    embedding text: identical sections (templates, boilerplate) embed and format once."""
+    md = _sections(rec, budget)
+    if not md:
+        return []
+    facets = _facets(rec)
+    out: list[str] = []
+    for c in md:
+        emb = cache.get(c.raw)
+        if emb is None:
+            emb = embedding_json_sparse(embed_sparse(c.raw))
+            if len(c.raw) <= _EMBED_CACHE_KEY_MAX and len(cache) < _EMBED_CACHE_MAX:
+                cache[c.raw] = emb
+        out.append(chunk_json(_store_chunk(c, facets, []), emb))
+    return out
+
+
+_EMBED_CACHE_MAX = 4096
+_EMBED_CACHE_KEY_MAX = 8192  # bytes: bounds the cache at ~60 MB per process
+#: Per-process (so per-worker) section bytes -> embedding text.
+_EMBED_TEXT_CACHE: dict[bytes, str] = {}
+
+
+def _decode_feed(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # The reference reads the feed as UTF-8 text before parsing: a read error.
+        raise ContractError(UTF8_ERROR) from e
+
+
+def parse_records(raw: bytes) -> list[KnowledgeRecord]:
+    """Parse feed bytes into records (raises ContractError naming the line)."""
+    return parse_feed(_decode_feed(raw))
+
+
+def ingest_records(
+    records: Sequence[KnowledgeRecord], snapshot: str, budget: int = DEFAULT_BUDGET
+) -> KnowledgeStore:
+    chunks: list[KnowledgeChunk] = []
+    for rec in records:
+        chunks.extend(record_chunks(rec, budget))
+    return KnowledgeStore(snapshot=snapshot, records=len(records), chunks=chunks)
+
+
+def ingest_feed(raw: bytes, budget: int = DEFAULT_BUDGET) -> KnowledgeStore:
+    """Parse and ingest a whole `cce.knowledge/v1` feed into a store model."""
+    if budget == 0:
+        budget = DEFAULT_BUDGET
+    return ingest_records(parse_records(raw), snapshot_id(raw), budget)
+
+
+# ---------------------------------------------------------------- fast path
+
+
+@dataclass(slots=True)
+class IndexResult:
+    snapshot: str
+    records: int
+    chunks: int
+    store_display: str = ""
+
+
+_LINE_PREFIX = re.compile(r"^line (\d+):")
+
+
+def _render_segment(args: tuple[bytes, int, int]) -> tuple[str, int, int, bytes]:
+    """Parse and render one line-aligned slice of the feed.
+
+    Returns `(status, records, chunks, payload)`: status "ok" with the chunk objects
+    joined by `,\n` as UTF-8, "utf8" for undecodable bytes, or "parse" with the
+    error message (line numbers shifted to the whole feed) as payload.
+    """
+    seg, first_line, budget = args
+    try:
+        text = seg.decode("utf-8")
+    except UnicodeDecodeError:
+        return "utf8", 0, 0, b""
+    try:
+        records = parse_feed(text)
+    except ContractError as e:
+        msg = _LINE_PREFIX.sub(
+            lambda m: f"line {int(m.group(1)) + first_line - 1}:", e.message, count=1
+        )
+        return "parse", 0, 0, msg.encode("utf-8")
+    texts: list[str] = []
+    for rec in records:
+        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE))
+    return "ok", len(records), len(texts), ",\n".join(texts).encode("utf-8")
+
+
+def _segments(raw: bytes, target: int) -> list[tuple[int, int, int]]:
+    """Cut `raw` after newlines into pieces of about `target` bytes: (start, end, first line)."""
+    out: list[tuple[int, int, int]] = []
+    start, line, n = 0, 1, len(raw)
+    while start < n:
+        cut = raw.find(b"\n", min(start + target, n) - 1)
+        end = n if cut < 0 else cut + 1
+        out.append((start, end, line))
+        line += raw.count(b"\n", start, end)
+        start = end
+    return out
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def render_feed(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+) -> tuple[IndexResult, bytes]:
+    """Parse, ingest and render a feed straight to store bytes (see `render_feed_parts`)."""
+    result, parts = render_feed_parts(raw, budget, workers)
+    return result, b"".join(parts)
+
+
+_Result = tuple[str, int, int, bytes]
+#: The feed, shared with forked workers through copy-on-write memory instead of
+#: pickling every slice (set only while a pool is running).
+_SHARED_RAW: bytes | None = None
+
+
+def _render_shared(args: tuple[int, int, int, int]) -> _Result:
+    start, end, first_line, budget = args
+    assert _SHARED_RAW is not None
+    return _render_segment((_SHARED_RAW[start:end], first_line, budget))
+
+
+def iter_rendered(raw: bytes, budget: int, workers: int) -> Iterator[_Result]:
+    """`_render_segment` results for line-aligned slices of `raw`, in feed order.
+
+    With `workers > 1` the slices are rendered by worker processes; the iterator still
+    yields them in order, so callers can stream the output and the bytes never depend
+    on the worker count.
+    """
+    global _SHARED_RAW
+    if workers <= 1 or len(raw) < _PARALLEL_MIN_BYTES:
+        # Slices bound the transient text of one render to a few MB.
+        segs = _segments(raw, _MAX_SEGMENT) or [(0, 0, 1)]
+        for a, b, ln in segs:
+            yield _render_segment((raw[a:b], ln, budget))
+        return
+    target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
+    segs = _segments(raw, target)
+    fork = "fork" in mp.get_all_start_methods()
+    try:
+        if fork:
+            _SHARED_RAW = raw
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                yield from pool.map(_render_shared, [(a, b, ln, budget) for a, b, ln in segs])
+        else:  # pragma: no cover - platforms without fork pickle each slice
+            with ProcessPoolExecutor(workers) as pool:
+                yield from pool.map(_render_segment, ((raw[a:b], ln, budget) for a, b, ln in segs))
+    except BrokenProcessPool as e:
+        raise CceError(f"an index worker process died: {e}") from e
+    finally:
+        _SHARED_RAW = None
+
+
+class _Collector:
+    """Folds rendered slices into counts and chunk bodies; keeps the first error."""
+
+    def __init__(self, sink: Callable[[bytes], object]) -> None:
+        self.sink = sink
+        self.records = 0
+        self.chunks = 0
+        self.utf8 = False
+        self.parse_error: str | None = None
+
+    def add(self, r: _Result) -> None:
+        status, records, chunks, payload = r
+        if status == "ok":
+            if chunks and not self.utf8 and self.parse_error is None:
+                if self.chunks:
+                    self.sink(b",\n")
+                self.sink(payload)
+            self.records += records
+            self.chunks += chunks
+        elif status == "utf8":
+            self.utf8 = True
+        elif self.parse_error is None:
+            self.parse_error = payload.decode("utf-8")
+
+    def check(self) -> None:
+        # Invalid UTF-8 anywhere is a read error and beats the first malformed line.
+        if self.utf8:
+            raise ContractError(UTF8_ERROR)
+        if self.parse_error is not None:
+            raise ContractError(self.parse_error)
+
+
+def _store_head(snapshot: str, records: int, chunks: int) -> bytes:
+    head = (
+        "{\n"
+        f'  "schema": {json_str(KNOWLEDGE_SCHEMA)},\n'
+        f'  "snapshot": {json_str(snapshot)},\n'
+        f'  "records": {records},\n'
+    )
+    return (head + ('  "chunks": [\n' if chunks else '  "chunks": []\n}\n')).encode()
+
+
+_STORE_TAIL = b"\n  ]\n}\n"
+
+
+def render_feed_parts(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+) -> tuple[IndexResult, list[bytes]]:
+    """Parse, ingest and render a feed to store-file parts (concatenate to get the file).
+
+    Errors follow the reference's precedence: invalid UTF-8 anywhere (a read error)
+    beats the first malformed line.
+    """
+    if budget == 0:
+        budget = DEFAULT_BUDGET
+    body: list[bytes] = []
+    col = _Collector(body.append)
+    for r in iter_rendered(raw, budget, workers):
+        col.add(r)
+    col.check()
+    snapshot = snapshot_id(raw)
+    parts = [_store_head(snapshot, col.records, col.chunks), *body]
+    if col.chunks:
+        parts.append(_STORE_TAIL)
+    return IndexResult(snapshot, col.records, col.chunks), parts
+
+
+def index_feed(
+    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+) -> tuple[IndexResult, bytes]:
+    """Alias of `render_feed` (the store-bytes fast path)."""
+    return render_feed(raw, budget, workers)
+
+
+_PARALLEL_MIN_BYTES = 256 * 1024
+_MIN_SEGMENT = 64 * 1024
+_MAX_SEGMENT = 4 * 1024 * 1024
+UTF8_ERROR = "stream did not contain valid UTF-8"
+
+
+# ---------------------------------------------------------------- feed manifest
+
+
+def check_manifest(path: str, raw: bytes, records: int) -> None:
+    """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed (§9)."""
+    manifest = read_manifest(path)
+    verify_manifest(manifest, raw, records)
+
+
+# ---------------------------------------------------------------- the index step
+
+
+def index_to_root(
+    feed: str,
+    *,
+    root: str = ".",
+    manifest: str | None = None,
+    jobs: int | None = None,
+) -> IndexResult:
+    """`cce knowledge index`: checks in the reference order, then one atomic save.
+
+    Nothing is written before the save; the save writes the snapshot, then `current`,
+    then prunes older snapshots, under the knowledge directory's writer lock.
+    """
+    if not Path(feed).is_file():
+        raise CceError(f"not a file: {feed}")
+    if not load_knowledge_config(root).enabled:
+        raise CceError("knowledge is disabled (knowledge.enabled: false in .cce/config)")
+    budget = load_markdown_config(root).max_section_tokens
+    try:
+        raw = Path(feed).read_bytes()
+    except OSError as e:
+        raise CceError(f"could not read {feed}: {io_error_text(e)}") from e
+    if budget == 0:
+        budget = DEFAULT_BUDGET
+    # Chunk bodies stream into an anonymous spool file as workers finish, so memory
+    # holds the feed plus the slices in flight, never the whole store.
+    with tempfile.TemporaryFile(prefix="cce-index-") as spool:
+        col = _Collector(spool.write)
+        try:
+            for r in iter_rendered(raw, budget, jobs or default_workers()):
+                col.add(r)
+            col.check()
+        except ContractError as e:
+            if e.message == UTF8_ERROR:
+                raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
+            raise
+        except OSError as e:  # the spool itself could not be written
+            raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
+        if manifest is not None:
+            check_manifest(manifest, raw, col.records)
+        snapshot = snapshot_id(raw)
+        del raw
+        result = IndexResult(snapshot, col.records, col.chunks)
+
+        def parts() -> Iterator[bytes]:
+            yield _store_head(snapshot, col.records, col.chunks)
+            if col.chunks:
+                spool.seek(0)
+                while block := spool.read(_SPOOL_BLOCK):
+                    yield block
+                yield _STORE_TAIL
+
+        try:
+            with dir_lock(knowledge_dir(root), what="knowledge index"):
+                save_store_bytes(root, snapshot, parts())
+        except OSError as e:
+            raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
+    result.store_display = f"{display_dir(root)}/{result.snapshot}.json"
+    return result
+
+
+_SPOOL_BLOCK = 8 * 1024 * 1024

@@ -1,0 +1,264 @@
+"""Random access to a knowledge store file without parsing all of it.
+
+A store is one pretty-printed JSON file with 256 floats per chunk: tens of MB for
+a few thousand records, most of a gigabyte at 100k. The MCP server, `status` and the
+Action's summary need only a few facts (counts, data as-of) and, for expand/related,
+a handful of chunks, so the view maps the file and indexes where each chunk object
+starts. The layout is the
+pinned store layout (docs/spec/core.md §5.2): each chunk object begins with
+`    {` / `      "chunk_id": …` / `      "record_id": …` lines, and strings never
+contain a raw newline, so those line patterns can only be structure.
+
+A file that does not have that layout (truncated, hand-edited, not a store) is
+refused with ValueError — the "present but failed to load" case.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cce_knowledge.store.store_file import KnowledgeStore
+
+_HEAD = re.compile(
+    rb'\{\n  "schema": ("(?:[^"\\\n]|\\.)*"),\n  "snapshot": ("(?:[^"\\\n]|\\.)*"),\n'
+    rb'  "records": (\d+),\n  "chunks": (\[\]\n\}|\[\n)'
+)
+# Located with bytes.find (fast substring search), then matched in place: a regex
+# scan would crawl through the embedding floats that make up most of the file.
+_CHUNK_MARK = b'\n    {\n      "chunk_id": '
+_CHUNK = re.compile(
+    rb'\n    \{\n      "chunk_id": ("(?:[^"\\\n]|\\.)*"),\n      "record_id": ("(?:[^"\\\n]|\\.)*"),\n'
+)
+_UPDATED_MARK = b'\n      "updated_at": '
+_UPDATED = re.compile(rb'\n      "updated_at": ("(?:[^"\\\n]|\\.)*"),\n')
+_TAIL = b"\n    }\n  ]\n}"
+_JSON_WS = b" \t\n\r"
+
+
+def _jstr(quoted: bytes) -> str:
+    """A JSON string literal's value (fast path: nothing escaped)."""
+    if b"\\" not in quoted:
+        return quoted[1:-1].decode("utf-8")
+    out: str = json.loads(quoted.decode("utf-8"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One chunk's addressing facts and content (what expand/related render)."""
+
+    record_id: str
+    start_line: int
+    end_line: int
+    kind: str
+    chunk_id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    snapshot: str
+    size: int
+    mtime_ns: int
+
+
+class StoreView:
+    """The active store file, mapped: header facts now, chunk ids and chunks on demand.
+
+    Construction checks only the head and the tail of the file (cheap, so it can
+    run whenever `current` moves); the chunk scan runs on first need.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self._data: mmap.mmap | bytes = (
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            )
+        data = self._data
+        m = _HEAD.match(data)
+        if m is None:
+            raise ValueError(f"{path}: not a knowledge store (unexpected layout)")
+        self.schema: str = _jstr(m.group(1))
+        self.snapshot: str = _jstr(m.group(2))
+        self.records = int(m.group(3))
+        self._empty = m.group(4) != b"[\n"
+        self._body = m.end()
+        if self._empty and bytes(data[m.end() :]).strip(_JSON_WS):
+            raise ValueError(f"{path}: unexpected bytes after an empty knowledge store")
+        end = len(data)
+        while end > self._body and data[end - 1] in _JSON_WS:  # trailing JSON whitespace is fine
+            end -= 1
+        self._end = end
+        if not self._empty and data[end - len(_TAIL) : end] != _TAIL:
+            raise ValueError(f"{path}: truncated knowledge store")
+        self._scanned = False
+        self._starts: list[int] = []
+        self._chunk_ids: list[str] = []
+        self._record_ids: list[str] = []
+        self._by_id: dict[str, int] | None = None
+        self._by_record: dict[str, list[int]] | None = None
+        self._as_of: str | bool | None = False  # False = not computed yet
+
+    def _scan(self) -> None:
+        if self._scanned:
+            return
+        data = self._data
+        if not self._empty:
+            pos = data.find(_CHUNK_MARK, self._body - 1)
+            while pos >= 0:
+                cm = _CHUNK.match(data, pos)
+                if cm is None:
+                    raise ValueError(f"{self.path}: malformed chunk at byte {pos + 1}")
+                self._starts.append(pos + 1)
+                self._chunk_ids.append(_jstr(cm.group(1)))
+                self._record_ids.append(_jstr(cm.group(2)))
+                pos = data.find(_CHUNK_MARK, cm.end())
+            if not self._starts or self._starts[0] != self._body:
+                raise ValueError(f"{self.path}: chunk objects not where the store layout puts them")
+        self._scanned = True
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        self._scan()
+        return self._chunk_ids
+
+    @property
+    def record_ids(self) -> list[str]:
+        self._scan()
+        return self._record_ids
+
+    @property
+    def chunk_count(self) -> int:
+        self._scan()
+        return len(self._starts)
+
+    def data_as_of(self) -> str | None:
+        """Byte-wise maximum `updated_at` (None when no chunk has one)."""
+        if self._as_of is False:
+            best: str | None = None
+            data = self._data
+            pos = data.find(_UPDATED_MARK)
+            while pos >= 0:
+                um = _UPDATED.match(data, pos)
+                if um is not None:  # a `null` value does not match: skipped
+                    v = _jstr(um.group(1))
+                    if best is None or v > best:
+                        best = v
+                pos = data.find(_UPDATED_MARK, pos + 1)
+            self._as_of = best
+        return self._as_of if isinstance(self._as_of, str) else None
+
+    def index_of(self, chunk_id: str) -> int | None:
+        """The first chunk with this id (store order), or None."""
+        if self._by_id is None:
+            by: dict[str, int] = {}
+            for i, cid in enumerate(self.chunk_ids):
+                by.setdefault(cid, i)
+            self._by_id = by
+        return self._by_id.get(chunk_id)
+
+    def same_record(self, record_id: str) -> list[int]:
+        if self._by_record is None:
+            groups: dict[str, list[int]] = {}
+            for i, rid in enumerate(self.record_ids):
+                groups.setdefault(rid, []).append(i)
+            self._by_record = groups
+        return self._by_record.get(record_id, [])
+
+    def raw_chunk(self, i: int) -> dict[str, Any]:
+        self._scan()
+        start = self._starts[i]
+        if i + 1 < len(self._starts):
+            end = self._starts[i + 1] - 2  # drop the `,\n` between objects
+        else:
+            end = self._end - len(_TAIL) + len(b"\n    }")
+        obj: dict[str, Any] = json.loads(self._data[start:end])
+        return obj
+
+    def section(self, i: int) -> Section:
+        o = self.raw_chunk(i)
+        return Section(
+            record_id=o["record_id"],
+            start_line=o["start_line"],
+            end_line=o["end_line"],
+            kind=o["kind"],
+            chunk_id=o["chunk_id"],
+            content=o["content"],
+        )
+
+
+_POINTERS: dict[Path, tuple[tuple[int, int, int], str]] = {}
+
+
+def current_signature(root: Path) -> Signature | None:
+    """(snapshot, size, mtime) of the store `current` names; None when absent.
+
+    Called on every tool call, so the pointer's text is re-read only when its inode,
+    size or mtime changes (`current` is replaced by an atomic rename on every move).
+    """
+    from cce_knowledge.core.rustcompat import rs_trim
+    from cce_knowledge.store.store_file import knowledge_dir, store_path
+
+    pointer = knowledge_dir(root) / "current"
+    try:
+        pst = os.stat(pointer)
+        key = (pst.st_ino, pst.st_size, pst.st_mtime_ns)
+        hit = _POINTERS.get(root)
+        if hit is not None and hit[0] == key:
+            snap = hit[1]
+        else:
+            snap = rs_trim(pointer.read_text(encoding="utf-8"))
+            _POINTERS[root] = (key, snap)
+        st = os.stat(store_path(root, snap))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return Signature(snap, st.st_size, st.st_mtime_ns)
+
+
+class LoadedView(StoreView):
+    """The same interface over a fully parsed store: the fallback for a store file
+    that is valid JSON but not in the pinned layout (e.g. re-formatted by a tool)."""
+
+    def __init__(self, path: Path, store: KnowledgeStore) -> None:
+        self.path = path
+        self.schema = store.schema
+        self.snapshot = store.snapshot
+        self.records = store.records
+        self._store = store
+        self._scanned = True
+        self._chunk_ids = [c.chunk_id for c in store.chunks]
+        self._record_ids = [c.record_id for c in store.chunks]
+        self._starts = list(range(len(store.chunks)))
+        self._by_id = None
+        self._by_record = None
+        self._as_of = store.data_as_of()
+
+    def raw_chunk(self, i: int) -> dict[str, Any]:
+        c = self._store.chunks[i]
+        return {
+            "record_id": c.record_id,
+            "start_line": c.start_line,
+            "end_line": c.end_line,
+            "kind": c.kind,
+            "chunk_id": c.chunk_id,
+            "content": c.content,
+        }
+
+
+def open_view(path: Path) -> StoreView:
+    """A view of the store at `path`. Raises OSError/ValueError when it is not a store."""
+    try:
+        return StoreView(path)
+    except ValueError:
+        from cce_knowledge.store.store_file import loads
+
+        return LoadedView(path, loads(path.read_bytes()))

@@ -1,0 +1,438 @@
+"""`cce knowledge index` (docs/spec/core.md §5.3, §5.4, §9): check order, texts,
+output, exit codes, and that a failure never leaves half-written state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cce_knowledge.cli.main import main
+from cce_knowledge.core.atomic import dir_lock
+from cce_knowledge.store.ingest import ingest_feed
+from cce_knowledge.store.store_file import dumps, load_current, read_current
+from tests.helpers.paths import TESTS
+
+CURATED = TESTS / "vectors" / "knowledge" / "curated.jsonl"
+ASK_CORPUS = TESTS / "vectors" / "ask" / "corpus.knowledge.jsonl"
+FEEDS = TESTS / "fixtures" / "feeds"
+CURATED_SHA = "ab66052f618f84693cd229a1926dfb28d2570697d803fa9006281ee584a41110"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["knowledge", "index", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def kdir(root: Path) -> Path:
+    return root / ".cce" / "knowledge"
+
+
+def snapshot_files(root: Path) -> list[str]:
+    d = kdir(root)
+    return sorted(p.name for p in d.iterdir() if p.name.endswith(".json")) if d.exists() else []
+
+
+def manifest_for(raw: bytes, records: int) -> str:
+    return json.dumps(
+        {
+            "schema": "cce.feed-manifest/v1",
+            "records": records,
+            "sha256": hashlib.sha256(raw).hexdigest(),
+        }
+    )
+
+
+# ---------------------------------------------------------------- success
+
+
+def test_success_output_and_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, str(CURATED), "--dir", str(tmp_path))
+    assert (rc, err) == (0, "")
+    assert out == (
+        f"Indexed knowledge from {CURATED}\n"
+        "  schema    : cce.knowledge/v1\n"
+        "  records   : 2\n"
+        "  chunks    : 2\n"
+        "  snapshot  : 598e1b3891572bbb\n"
+        f"  store     : {tmp_path}/.cce/knowledge/598e1b3891572bbb.json\n"
+    )
+    data = (kdir(tmp_path) / "598e1b3891572bbb.json").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == CURATED_SHA
+    assert (kdir(tmp_path) / "current").read_bytes() == b"598e1b3891572bbb\n"
+
+
+def test_default_dir_is_cwd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = run(capsys, str(CURATED))
+    assert rc == 0
+    assert out.endswith("  store     : ./.cce/knowledge/598e1b3891572bbb.json\n")
+
+
+def test_manifest_verified_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = CURATED.read_bytes()
+    m = tmp_path / "feed.manifest.json"
+    m.write_text(
+        manifest_for(raw, 2)
+        .upper()
+        .replace("CCE.FEED-MANIFEST/V1", "x")
+        .replace('"SCHEMA"', '"schema"')
+        .replace('"RECORDS"', '"records"')
+        .replace('"SHA256"', '"sha256"')
+    )
+    rc, out, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(m))
+    assert (rc, err) == (0, "")
+    assert f"  manifest  : verified ({m}) \u2014 2 records\n" in out
+    assert out.index("manifest  :") < out.index("records   :")
+
+
+def test_reindex_prunes_old_snapshot_keeps_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, str(CURATED), "--dir", str(tmp_path))[0] == 0
+    (kdir(tmp_path) / "synced.json").write_text("{}")
+    (kdir(tmp_path) / "notes.json").write_text("{}")
+    assert run(capsys, str(ASK_CORPUS), "--dir", str(tmp_path))[0] == 0
+    snap = hashlib.sha256(ASK_CORPUS.read_bytes()).hexdigest()[:16]
+    assert snapshot_files(tmp_path) == sorted([f"{snap}.json", "synced.json", "notes.json"])
+    assert read_current(tmp_path) == snap
+
+
+def test_budget_from_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / ".cce").mkdir()
+    (tmp_path / ".cce" / "config").write_text("markdown:\n  max_section_tokens: 5\n")
+    assert run(capsys, str(CURATED), "--dir", str(tmp_path))[0] == 0
+    raw = CURATED.read_bytes()
+    got = (kdir(tmp_path) / f"{hashlib.sha256(raw).hexdigest()[:16]}.json").read_bytes()
+    assert got == dumps(ingest_feed(raw, 5))
+    assert got != dumps(ingest_feed(raw, 400))
+
+
+def test_jobs_do_not_change_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for jobs in ("1", "2"):
+        root = tmp_path / jobs
+        assert (
+            run(capsys, str(FEEDS / "huge_section.jsonl"), "--dir", str(root), "--jobs", jobs)[0]
+            == 0
+        )
+    assert snapshot_files(tmp_path / "1") == snapshot_files(tmp_path / "2")
+    name = snapshot_files(tmp_path / "1")[0]
+    assert (kdir(tmp_path / "1") / name).read_bytes() == (kdir(tmp_path / "2") / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "records", "chunks"),
+    [
+        ("crlf.jsonl", 2, 2),
+        ("blank_lines.jsonl", 1, 1),
+        ("empty.jsonl", 0, 0),
+        ("huge_section.jsonl", 1, 2),
+    ],
+)
+def test_edge_feeds_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, records: int, chunks: int
+) -> None:
+    rc, out, _ = run(capsys, str(FEEDS / fixture), "--dir", str(tmp_path))
+    assert rc == 0
+    assert f"  records   : {records}\n  chunks    : {chunks}\n" in out
+    store = load_current(tmp_path)
+    assert (store.records, len(store.chunks)) == (records, chunks)
+    if fixture == "huge_section.jsonl":
+        # `# Huge` (the title) and `# Part` are sibling sections; `# Part` has no
+        # sub-heading, so it is never split, however large.
+        assert [c.kind for c in store.chunks] == ["Huge", "Part"]
+        assert store.chunks[1].token_count > 400
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def assert_untouched(root: Path, before: dict[str, bytes]) -> None:
+    d = kdir(root)
+    now = {p.name: p.read_bytes() for p in d.iterdir()} if d.exists() else {}
+    assert now == before
+
+
+def seeded(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, bytes]:
+    assert run(capsys, str(CURATED), "--dir", str(root))[0] == 0
+    return {p.name: p.read_bytes() for p in kdir(root).iterdir()}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "line"),
+    [
+        ("bom.jsonl", 1),
+        ("duplicate_key.jsonl", 2),
+        ("null_labels.jsonl", 1),
+        ("nan.jsonl", 2),
+        ("deep_nesting.jsonl", 1),
+    ],
+)
+def test_bad_lines_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, line: int
+) -> None:
+    before = seeded(tmp_path, capsys)
+    rc, out, err = run(capsys, str(FEEDS / fixture), "--dir", str(tmp_path))
+    assert rc == 1 and out == ""
+    assert err.startswith(f"error: line {line}: invalid cce.knowledge/v1 record: ")
+    assert err.endswith("\n") and err.count("\n") == 1
+    assert_untouched(tmp_path, before)
+
+
+def test_specific_parse_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err = run(capsys, str(FEEDS / "duplicate_key.jsonl"), "--dir", str(tmp_path))
+    assert "duplicate field `id`" in err
+    _, _, err = run(capsys, str(FEEDS / "null_labels.jsonl"), "--dir", str(tmp_path))
+    assert "invalid type: null, expected a sequence" in err
+    _, _, err = run(capsys, str(FEEDS / "deep_nesting.jsonl"), "--dir", str(tmp_path))
+    assert "recursion limit exceeded" in err
+    assert not kdir(tmp_path).exists()
+
+
+def test_invalid_utf8_is_a_read_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    feed = FEEDS / "invalid_utf8.jsonl"
+    rc, _, err = run(capsys, str(feed), "--dir", str(tmp_path))
+    assert rc == 1
+    assert err == f"error: could not read {feed}: stream did not contain valid UTF-8\n"
+    assert not kdir(tmp_path).exists()
+
+
+def test_not_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, str(tmp_path), "--dir", str(tmp_path))
+    assert (rc, err) == (1, f"error: not a file: {tmp_path}\n")
+    rc, _, err = run(capsys, str(tmp_path / "missing.jsonl"), "--dir", str(tmp_path))
+    assert (rc, err) == (1, f"error: not a file: {tmp_path / 'missing.jsonl'}\n")
+
+
+def test_disabled_comes_after_not_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".cce").mkdir()
+    (tmp_path / ".cce" / "config").write_text("knowledge:\n  enabled: false\n")
+    rc, _, err = run(capsys, str(tmp_path / "nope"), "--dir", str(tmp_path))
+    assert err == f"error: not a file: {tmp_path / 'nope'}\n"
+    rc, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path))
+    assert (rc, err) == (
+        1,
+        "error: knowledge is disabled (knowledge.enabled: false in .cce/config)\n",
+    )
+    assert not kdir(tmp_path).exists()
+
+
+def test_disabled_typo_block_resets_to_enabled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".cce").mkdir()
+    (tmp_path / ".cce" / "config").write_text(
+        "knowledge:\n  enabled: no\n"
+    )  # `no` is a string in serde_yaml
+    assert run(capsys, str(CURATED), "--dir", str(tmp_path))[0] == 0
+
+
+def test_truncated_feed_with_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = seeded(tmp_path, capsys)
+    rc, out, err = run(
+        capsys,
+        str(FEEDS / "truncated.jsonl"),
+        "--dir",
+        str(tmp_path),
+        "--manifest",
+        str(FEEDS / "truncated.manifest.json"),
+    )
+    assert (rc, out) == (1, "")
+    assert err == (
+        "error: feed does not match its manifest: manifest declares 2 record(s), feed has 1 "
+        "\u2014 the feed is truncated or incomplete\n"
+    )
+    assert_untouched(tmp_path, before)
+
+
+def test_manifest_checksum_and_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = CURATED.read_bytes()
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps({"records": 2, "sha256": "0" * 64}))
+    _, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(m))
+    assert err == (
+        "error: feed does not match its manifest checksum (truncated, corrupt, or misdirected feed): "
+        f"manifest sha256 {'0' * 64}, feed sha256 {hashlib.sha256(raw).hexdigest()}\n"
+    )
+    m.write_text(json.dumps({"records": 2, "sha256": "abc\n"}))
+    _, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(m))
+    assert err == 'error: feed manifest sha256 is not a 64-char hex digest: "abc\\n"\n'
+    m.write_text("{")
+    _, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(m))
+    assert err.startswith("error: invalid cce.feed-manifest/v1 manifest: ")
+    assert not kdir(tmp_path).exists()
+
+
+def test_parse_error_wins_over_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(
+        capsys,
+        str(FEEDS / "bom.jsonl"),
+        "--dir",
+        str(tmp_path),
+        "--manifest",
+        str(tmp_path / "absent.json"),
+    )
+    assert rc == 1 and err.startswith("error: line 1: ")
+    rc, _, err = run(
+        capsys, str(CURATED), "--dir", str(tmp_path), "--manifest", str(tmp_path / "absent.json")
+    )
+    assert err == (
+        f"error: could not read feed manifest {tmp_path / 'absent.json'}: "
+        "No such file or directory (os error 2)\n"
+    )
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["knowledge", "index"])
+    assert e.value.code == 2
+    rc, _, err = run(capsys, str(CURATED), "--jobs", "0", "--dir", str(tmp_path))
+    assert rc == 2 and "--jobs" in err
+
+
+# ---------------------------------------------------------------- nothing half-written
+
+
+def test_write_error_leaves_previous_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = seeded(tmp_path, capsys)
+    snap = hashlib.sha256(ASK_CORPUS.read_bytes()).hexdigest()[:16]
+    blocker = kdir(tmp_path) / f"{snap}.json"
+    blocker.mkdir()  # the rename onto the snapshot path fails
+    before[blocker.name] = b""
+    rc, out, err = run(capsys, str(ASK_CORPUS), "--dir", str(tmp_path))
+    assert (rc, out) == (1, "")
+    assert err.startswith("error: could not write knowledge store: ")
+    assert "(os error " in err
+    blocker.rmdir()
+    del before[blocker.name]
+    assert_untouched(tmp_path, before)  # no temp file left behind either
+    assert hashlib.sha256(dumps(load_current(tmp_path))).hexdigest() == CURATED_SHA
+
+
+def _cce(*args: str, **kw: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cce_knowledge", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,  # type: ignore[call-overload]
+    )
+
+
+def _limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+@pytest.mark.slow
+def test_disk_full_leaves_previous_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = seeded(tmp_path, capsys)
+    p = _cce(
+        "knowledge", "index", str(ASK_CORPUS), "--dir", str(tmp_path), preexec_fn=_limit_file_size
+    )
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1 and out == b""
+    assert err == b"error: could not write knowledge store: File too large (os error 27)\n"
+    assert_untouched(tmp_path, before)
+
+
+def _big_feed(path: Path, records: int) -> None:
+    body = "## Part\n\n" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 60
+    with path.open("w") as f:
+        for i in range(records):
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"big:{i}",
+                        "title": f"Big {i}",
+                        "body": f"{body}\n\n## Tail {i}\n",
+                        "source": "bench",
+                    }
+                )
+                + "\n"
+            )
+
+
+@pytest.mark.slow
+def test_sigkill_mid_index_keeps_previous_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = seeded(tmp_path, capsys)
+    feed = tmp_path / "big.jsonl"
+    _big_feed(feed, 3000)
+    for delay in (0.4, 1.2):
+        p = _cce("knowledge", "index", str(feed), "--dir", str(tmp_path), start_new_session=True)
+        time.sleep(delay)
+        if p.poll() is not None:
+            pytest.fail("indexer finished before it could be killed; make the feed bigger")
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        assert p.returncode == -signal.SIGKILL
+        # `current` and the old store are exactly as they were; at most a dot-temp remains.
+        d = kdir(tmp_path)
+        now = {
+            q.name: q.read_bytes()
+            for q in d.iterdir()
+            if not q.name.startswith(".") or q.name == ".lock"
+        }
+        assert now == before
+        assert hashlib.sha256(dumps(load_current(tmp_path))).hexdigest() == CURATED_SHA
+    # and the next run completes normally
+    assert run(capsys, str(ASK_CORPUS), "--dir", str(tmp_path))[0] == 0
+    assert load_current(tmp_path).records == 9
+
+
+@pytest.mark.slow
+def test_lock_serialises_writers(tmp_path: Path) -> None:
+    with dir_lock(kdir(tmp_path), what="test"):
+        p = _cce("knowledge", "index", str(CURATED), "--dir", str(tmp_path))
+        time.sleep(2.0)
+        assert p.poll() is None, "indexer did not wait for the lock"
+        assert not (kdir(tmp_path) / "current").exists()
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0 and b"snapshot  : 598e1b3891572bbb" in out
+
+
+@pytest.mark.slow
+def test_concurrent_indexers_leave_a_consistent_store(tmp_path: Path) -> None:
+    feeds = [CURATED, ASK_CORPUS, FEEDS / "huge_section.jsonl"]
+    procs = [_cce("knowledge", "index", str(f), "--dir", str(tmp_path)) for f in feeds * 2]
+    for p in procs:
+        p.communicate(timeout=120)
+        assert p.returncode == 0
+    snap = read_current(tmp_path)
+    names = [n for n in snapshot_files(tmp_path)]
+    assert names == [f"{snap}.json"]
+    by_snap = {hashlib.sha256(f.read_bytes()).hexdigest()[:16]: f for f in feeds}
+    assert dumps(load_current(tmp_path)) == dumps(ingest_feed(by_snap[snap].read_bytes()))
+    leftovers = [q.name for q in kdir(tmp_path).iterdir() if ".tmp." in q.name]
+    assert leftovers == []
+
+
+def test_index_help_lists_options(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["knowledge", "index", "--help"])
+    out = capsys.readouterr().out
+    for opt in ("FEED", "--dir ROOT", "--manifest PATH", "--jobs N"):
+        assert opt in out
+    doc = (TESTS.parent / "docs" / "cli" / "index.md").read_text(encoding="utf-8")
+    assert out.strip() in doc, "docs/cli/index.md must quote `cce knowledge index --help` verbatim"

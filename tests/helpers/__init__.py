@@ -1,0 +1,1 @@
+"""Shared test helpers: paths, fake servers, store strategies, sync fixtures."""
