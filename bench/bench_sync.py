@@ -27,8 +27,12 @@ native accelerator when built, streamed to an fsync'd file, hashed as written, m
 Target (issue #4): cold pull + install <= 1.2x the plain LFS clone.
 
 Usage:
-  python bench/bench_sync.py --feed rfcs=/work/shared/bench/rfcs.jsonl \\
-      --root big100k=/work/bench-data/root100k --runs 3 [--baseline /tmp/old/src]
+  python bench/bench_sync.py --feed rfcs=rfcs.jsonl \\
+      --root big100k=ROOT100K --runs 3 [--baseline OLD_CHECKOUT/src]
+
+rfcs.jsonl is built by bench/build_rfcs_feed.py and big100k.jsonl by bench/make_feed.py
+(see bench/README.md); ROOT100K is a directory where `cce knowledge index big100k.jsonl
+--dir ROOT100K` has run (indexing 1.5 GB takes minutes, so it is passed ready-made).
 """
 
 from __future__ import annotations

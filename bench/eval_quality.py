@@ -2,7 +2,7 @@
 
     python bench/eval_quality.py CORPUS.jsonl SUITE.ask.jsonl [SUITE2.ask.jsonl …] [--misses]
 
-CORPUS is a cce.knowledge/v1 feed (e.g. ../shared/bench/rfcs.jsonl); SUITE is a
+CORPUS is a cce.knowledge/v1 feed (e.g. rfcs.jsonl, built as bench/README.md says); SUITE is a
 cce.knowledge.ask/v1 suite whose `expect` lists record ids (e.g.
 examples/rfcs-dev-suite.ask.jsonl and the held-out examples/rfcs-holdout.ask.jsonl and
 examples/rfcs-holdout2.ask.jsonl; several suites are also reported combined). Rankings compared side by side in one run:

@@ -3,7 +3,9 @@ same three commands run by hand (validate → index → push --dry-run), on one 
 against a local bare cache. Prints wall-clock medians, the driver's overhead and the
 peak RSS of the children.
 
-    python tests/act/bench_action.py /work/shared/bench/rfcs.jsonl [--repeat 3]
+    python tests/act/bench_action.py rfcs.jsonl [--repeat 3]
+
+(rfcs.jsonl: see bench/README.md for how to build it.)
 
 (Kept beside the act fixtures because it measures the Action; not collected by pytest.)
 """
