@@ -262,3 +262,40 @@ def test_action_doc_embeds_the_driver_help(monkeypatch: pytest.MonkeyPatch) -> N
     assert help_text in _doc("action.md"), (
         "docs/action.md: refresh the `cce action run --help` block"
     )
+
+
+def test_zizmor_auditor_finds_no_secret_outside_an_environment() -> None:
+    """At the auditor persona every job that reads a secret names a dedicated
+    environment (issue 12: consumer-refresh.yml read its cache token at job level)."""
+    zizmor = shutil.which("zizmor")
+    if zizmor is None:
+        pytest.skip("zizmor is not installed (dev extra)")
+    targets = [".", *[str(p.relative_to(ROOT)) for p in CALLERS]]
+    p = subprocess.run(
+        [
+            zizmor,
+            "--offline",
+            "--persona",
+            "auditor",
+            "--format",
+            "json",
+            "--no-progress",
+            *targets,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert p.returncode in (0, 10, 11, 12, 13, 14), p.stderr
+    audited = re.findall(r"completed (\S+)", p.stderr)
+    assert any(a.endswith("consumer-refresh.yml") for a in audited), p.stderr
+    outside = [
+        f["locations"][0]["symbolic"]["key"]
+        for f in json.loads(p.stdout or "[]")
+        if f["ident"] == "secrets-outside-env"
+    ]
+    assert outside == []
+    refresh = _load(ROOT / "workflows" / "consumer-refresh.yml")
+    assert refresh["jobs"]["refresh"]["environment"] == "knowledge-cache"
