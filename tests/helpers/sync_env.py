@@ -12,6 +12,13 @@ from cce_knowledge.cli.main import main
 from tests.helpers.sync import make_bare
 
 
+@dataclass(frozen=True)
+class Link:
+    """A symlink to commit into the cache (its target as git stores it)."""
+
+    target: str
+
+
 @dataclass
 class SyncEnv:
     tmp: Path
@@ -28,8 +35,9 @@ class SyncEnv:
         p.mkdir(parents=True, exist_ok=True)
         return p
 
-    def seed(self, files: dict[str, bytes | None], message: str = "seed") -> None:
-        """Commit files straight into the bare repo (None deletes), bypassing cce."""
+    def seed(self, files: dict[str, bytes | Link | None], message: str = "seed") -> None:
+        """Commit files straight into the bare repo (None deletes, a `Link` commits a
+        symlink), bypassing cce."""
         work = self.tmp / "seed-work"
         if not work.exists():
             repo = git.Repo.clone_from(self.url, work)
@@ -44,7 +52,12 @@ class SyncEnv:
                 repo.git.rm("-q", "--ignore-unmatch", "--", key)
                 continue
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
+            if isinstance(data, Link):
+                if p.is_symlink() or p.is_file():
+                    p.unlink()
+                p.symlink_to(data.target)
+            else:
+                p.write_bytes(data)
             repo.git.add("--", key)
         repo.git.commit("-q", "-m", message)
         repo.git.push("-q", "origin", "HEAD:refs/heads/main")

@@ -20,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,6 +32,7 @@ import git
 from cce_knowledge.core.atomic import file_lock
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.rustcompat import rs_trim
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.localrepo import (
     LFS_POINTER_PREFIX,
@@ -53,6 +55,34 @@ def lfs_available() -> bool:
 
 class GitFailed(SyncError):
     """A git command failed; the message is already scrubbed."""
+
+
+class UnsafeCacheTree(SyncError):
+    """The cache holds a symlink, submodule or other non-regular entry where push
+    would write or delete: refused, because following it would leave the clone."""
+
+
+_TREE_KINDS = {"120000": "a symbolic link", "160000": "a submodule (gitlink)"}
+
+
+def _unsafe(verb: str, path: str, kind: str) -> UnsafeCacheTree:
+    return UnsafeCacheTree(
+        f"refusing to {verb} the cache: `{shown(path)}` is {kind} in the cache repository "
+        "(push only writes and deletes regular files inside plain directories; someone with "
+        "write access to the cache put it there — remove it from the cache)"
+    )
+
+
+def _paths_touched(keys: Iterable[str]) -> dict[str, bool]:
+    """Every path a write of `keys` goes through: path -> True for the file itself,
+    False for a directory above it."""
+    paths: dict[str, bool] = {}
+    for key in keys:
+        parts = key.split("/")
+        for i in range(1, len(parts)):
+            paths.setdefault("/".join(parts[:i]), False)
+        paths[key] = True
+    return paths
 
 
 class GitCache:
@@ -342,6 +372,40 @@ class GitCache:
 
     # ------------------------------------------------------------ writes
 
+    def check_tree(self, keys: Iterable[str], *, verb: str, ref: str = "HEAD") -> None:
+        """Refuse (UnsafeCacheTree) unless every path to each key is a plain directory
+        and the key itself is absent or a regular file — in the tree at `ref` and on
+        disk. The checkout puts a committed symlink on disk, and a write through it
+        would land wherever it points."""
+        paths = _paths_touched(keys)
+        status, out, _ = self.run("ls-tree", "-z", ref, "--", *paths, check=False)
+        if status == 0:
+            for entry in out.split(b"\0"):
+                meta, _, raw = entry.partition(b"\t")
+                name = raw.decode("utf-8", "replace")
+                if name not in paths:
+                    continue
+                mode = meta.split(b" ", 1)[0].decode("ascii", "replace")
+                if mode in _TREE_KINDS:
+                    raise _unsafe(verb, name, _TREE_KINDS[mode])
+                if paths[name] and mode not in ("100644", "100755"):
+                    raise _unsafe(verb, name, "a directory")
+                if not paths[name] and mode != "40000" and mode != "040000":
+                    raise _unsafe(verb, name, "a file where a directory belongs")
+        for name, leaf in paths.items():
+            try:
+                st = os.lstat(self.dir / name)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise SyncError(f"cannot inspect {shown(name)} in the sync clone: {e}") from e
+            if stat.S_ISLNK(st.st_mode):
+                raise _unsafe(verb, name, "a symbolic link")
+            if leaf and not stat.S_ISREG(st.st_mode):
+                raise _unsafe(verb, name, "not a regular file")
+            if not leaf and not stat.S_ISDIR(st.st_mode):
+                raise _unsafe(verb, name, "a file where a directory belongs")
+
     def reset_onto_origin(self) -> None:
         if self.origin_exists():
             status, _, err = self.run(
@@ -390,6 +454,7 @@ class GitCache:
     def _write_entries(
         self, entries: list[tuple[str, bytes]], keep_if_present: frozenset[str] = frozenset()
     ) -> None:
+        self.check_tree([k for k, _ in entries], verb="write to")
         written: list[str] = []
         for key, data in entries:
             if key in keep_if_present and self.has(key, "HEAD"):
@@ -400,7 +465,7 @@ class GitCache:
             except OSError as e:
                 raise SyncError(f"cannot create {key} dir: {e}") from e
             try:
-                path.write_bytes(data)
+                _write_no_follow(path, data)
                 # Back-date it: a file as new as the index is "racily clean", and git
                 # would re-run it through git-lfs's clean filter (re-hashing the whole
                 # artifact) at the commit. The clone is ours; only git reads mtimes.
@@ -466,6 +531,7 @@ class GitCache:
             return
 
         def apply() -> None:
+            self.check_tree(keys, verb="delete from")
             self.run("rm", "-q", "--ignore-unmatch", "--", *keys)
 
         self.transact(apply, message)
@@ -477,6 +543,7 @@ class GitCache:
         path = self.dir / ".gitattributes"
 
         def current_text() -> str:
+            self.check_tree([".gitattributes"], verb="write to")
             try:
                 return path.read_text(encoding="utf-8")
             except FileNotFoundError:
@@ -496,13 +563,21 @@ class GitCache:
             if text and not text.endswith("\n"):
                 text += "\n"
             try:
-                path.write_text(text + line + "\n", encoding="utf-8")
+                _write_no_follow(path, (text + line + "\n").encode("utf-8"))
             except OSError as e:
                 raise SyncError(f"cannot write .gitattributes: {e}") from e
             self.run("add", "--", ".gitattributes")
 
         self.transact(apply, message)
         return True
+
+
+def _write_no_follow(path: Path, data: bytes) -> None:
+    """Replace a regular file's bytes; a symlink at `path` is an error, never followed
+    (`check_tree` has refused one already: this is the second lock on the door)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 @contextlib.contextmanager
