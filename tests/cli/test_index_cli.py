@@ -369,30 +369,73 @@ def _big_feed(path: Path, records: int) -> None:
             )
 
 
+# Runs `cce` with os.replace wrapped so that the process stops itself (SIGSTOP) just
+# before a fully written, fsynced snapshot temp is renamed into place: a known point in
+# the save, so the test kills there every time instead of after a guessed delay.
+_STOP_BEFORE_SNAPSHOT_RENAME = """
+import os, re, signal, sys
+_replace = os.replace
+def _stopping_replace(src, dst, *a, **k):
+    if re.fullmatch(r"[0-9a-f]{16}[.]json", os.path.basename(os.fspath(dst))):
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return _replace(src, dst, *a, **k)
+os.replace = _stopping_replace
+from cce_knowledge.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _wait_stopped(p: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    """Wait until `p` is stopped (state T in /proc), or fail if it ends first."""
+    deadline = time.monotonic() + timeout
+    stat = Path(f"/proc/{p.pid}/stat")
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            pytest.fail(f"indexer ended (rc {p.returncode}) before reaching the save")
+        # the state follows the parenthesised command name
+        if stat.read_text().rsplit(")", 1)[1].split()[0] == "T":
+            return
+        time.sleep(0.01)
+    pytest.fail("indexer never reached the snapshot rename")
+
+
 @pytest.mark.slow
 def test_sigkill_mid_index_keeps_previous_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = seeded(tmp_path, capsys)
     feed = tmp_path / "big.jsonl"
-    _big_feed(feed, 3000)
-    for delay in (0.4, 1.2):
-        p = _cce("knowledge", "index", str(feed), "--dir", str(tmp_path), start_new_session=True)
-        time.sleep(delay)
-        if p.poll() is not None:
-            pytest.fail("indexer finished before it could be killed; make the feed bigger")
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=30)
-        assert p.returncode == -signal.SIGKILL
-        # `current` and the old store are exactly as they were; at most a dot-temp remains.
-        d = kdir(tmp_path)
-        now = {
-            q.name: q.read_bytes()
-            for q in d.iterdir()
-            if not q.name.startswith(".") or q.name == ".lock"
-        }
-        assert now == before
-        assert hashlib.sha256(dumps(load_current(tmp_path))).hexdigest() == CURATED_SHA
+    _big_feed(feed, 300)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _STOP_BEFORE_SNAPSHOT_RENAME,
+            "knowledge",
+            "index",
+            str(feed),
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    _wait_stopped(p)
+    d = kdir(tmp_path)
+    temps = [q for q in d.iterdir() if q.name.startswith(".") and ".json.tmp." in q.name]
+    assert len(temps) == 1 and temps[0].stat().st_size > 0  # killed mid-save, temp written
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    assert p.returncode == -signal.SIGKILL
+    # `current` and the old store are exactly as they were; at most a dot-temp remains.
+    now = {
+        q.name: q.read_bytes()
+        for q in d.iterdir()
+        if not q.name.startswith(".") or q.name == ".lock"
+    }
+    assert now == before
+    assert hashlib.sha256(dumps(load_current(tmp_path))).hexdigest() == CURATED_SHA
     # and the next run completes normally
     assert run(capsys, str(ASK_CORPUS), "--dir", str(tmp_path))[0] == 0
     assert load_current(tmp_path).records == 9

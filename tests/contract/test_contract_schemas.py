@@ -113,9 +113,10 @@ def test_check_jsonschema_validates_a_feed_split_per_record(tmp_path: Path) -> N
         return out
 
     good = split(EX / "record" / "valid.jsonl", tmp_path / "good")
-    # check-jsonschema loads JSON strictly (orjson): it refuses 1e999 and a lone
-    # surrogate even under an unknown key, which the contract skips unread. These
-    # two valid records are the documented loader gap (docs/schemas.md).
+    # Two valid records carry 1e999 / a lone surrogate under an unknown key, which the
+    # contract skips unread. Whether check-jsonschema can load them depends on its JSON
+    # loader (orjson refuses them, the stdlib accepts them): docs/schemas.md says so.
+    # What holds either way: they are never reported as a schema violation.
     loader_gap = [
         p for p in good if '"x":1e999' in p.read_text() or '"x":"\\udc00"' in p.read_text()
     ]
@@ -125,10 +126,14 @@ def test_check_jsonschema_validates_a_feed_split_per_record(tmp_path: Path) -> N
         [exe, "--schemafile", str(schema), *map(str, rest)], capture_output=True, text=True
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run(
-        [exe, "--schemafile", str(schema), *map(str, loader_gap)], capture_output=True, text=True
-    )
-    assert r.returncode == 1 and "Failed to parse" in r.stdout + r.stderr
+    for p in loader_gap:
+        r = subprocess.run(
+            [exe, "--schemafile", str(schema), "-o", "json", str(p)], capture_output=True, text=True
+        )
+        report = json.loads(r.stdout)
+        assert report["errors"] == [], r.stdout  # no schema violation
+        if r.returncode != 0:  # a strict loader: the file failed to parse, nothing else
+            assert report["parse_errors"], r.stdout
     bad = split(EX / "record" / "invalid.jsonl", tmp_path / "bad")
     r = subprocess.run(
         [exe, "--schemafile", str(schema), "-o", "json", *map(str, bad)],

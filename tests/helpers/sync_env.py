@@ -9,6 +9,7 @@ import git
 import pytest
 
 from cce_knowledge.cli.main import main
+from tests.helpers.paths import TEST_IDENTITY
 from tests.helpers.sync import make_bare
 
 
@@ -59,7 +60,8 @@ class SyncEnv:
             else:
                 p.write_bytes(data)
             repo.git.add("--", key)
-        repo.git.commit("-q", "-m", message)
+        # The test sets its own identity; the machine may have none.
+        repo.git.commit("-q", "-m", message, env=TEST_IDENTITY)
         repo.git.push("-q", "origin", "HEAD:refs/heads/main")
 
 
