@@ -64,4 +64,7 @@ def run(args: argparse.Namespace) -> int:
         f"  store     : {out.store_display}",
     ]
     print("\n".join(lines))
+    from cce_knowledge.cli.semantic_cmds import embed_step
+
+    embed_step(args.dir)
     return 0

@@ -20,6 +20,7 @@ from cce_knowledge.cli import (
     extract_cmd,
     index_cmd,
     retrieval_cmds,
+    semantic_cmds,
     sync_cmds,
 )
 from cce_knowledge.core.errors import CceError
@@ -29,6 +30,7 @@ _KNOWLEDGE_MODULES = (
     extract_cmd,
     contract_cmds,
     index_cmd,
+    semantic_cmds,
     retrieval_cmds,
     sync_cmds,
     consumer_cmds,

@@ -83,6 +83,9 @@ def _pull(args: argparse.Namespace) -> int:
         )
     else:
         _emit(res.report)
+    from cce_knowledge.cli.semantic_cmds import embed_step
+
+    embed_step(args.dir)
     return 0
 
 

@@ -1,0 +1,113 @@
+"""`cce knowledge embed` (argparse only; the library loads in the handler)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cce_knowledge.cli.common import add_dir
+
+DESCRIPTION = """\
+Embed the installed store's chunks for hybrid ranking (`--ranking hybrid`).
+
+The provider comes from `knowledge.semantic` in .cce/config (provider: ollama or
+openai, url, model), each key overridable by CCE_EMBED_PROVIDER, CCE_EMBED_URL and
+CCE_EMBED_MODEL. An API key for an OpenAI-compatible server is read from
+CCE_EMBED_API_KEY only (never stored, never printed, never sent over plain http
+unless CCE_ALLOW_INSECURE_HTTP=1).
+
+Only chunks without a vector are sent, in batches of at most 64; a vector is keyed
+by provider, model and the sha256 of the exact text sent, so a rebuild embeds only
+what changed. Vectors go to ROOT/.cce/knowledge/vectors/ (written atomically); the
+store itself is never changed. A batch the provider rejects is skipped and named;
+the vectors that came back are kept either way.
+
+exit status: 0 every chunk has a vector, 1 some are still missing or the run
+failed, 2 usage error"""
+
+
+def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser(
+        "embed",
+        help="embed the store's chunks for hybrid ranking (local or OpenAI-compatible server)",
+        description=DESCRIPTION,
+        formatter_class=formatter_class,
+    )
+    add_dir(p)
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="ignore stored vectors and embed every chunk again (e.g. after a model update)",
+    )
+    p.add_argument("--json", action="store_true", help="print the run's report as JSON")
+    p.set_defaults(func=run)
+
+
+class StderrProgress:
+    """`embedding: done/total chunks` on stderr, rewritten in place on a terminal."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if total == 0:
+            return
+        pct = done * 100 // total
+        if self.tty:
+            end = "\n" if done == total else ""
+            sys.stderr.write(f"\rembedding: {done}/{total} chunks ({pct}%)" + end)
+            sys.stderr.flush()
+        elif pct // 25 != self.last or done == total:
+            self.last = pct // 25
+            print(f"embedding: {done}/{total} chunks ({pct}%)", file=sys.stderr)
+
+
+def warn(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+def embed_step(root: str) -> None:
+    """The embed step of `index`/`pull`: only when `knowledge.semantic` is configured;
+    problems are warnings, never a failed build."""
+    from cce_knowledge.semantic.build import embed_after_build
+
+    sys.stdout.flush()
+    embed_after_build(root, warn=warn, progress=StderrProgress())
+
+
+def run(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.reader import load_semantic_config
+    from cce_knowledge.core.errors import ConfigError
+    from cce_knowledge.semantic.build import embed_root, missing_note
+
+    cfg = load_semantic_config(args.dir)
+    if cfg is None:
+        raise ConfigError(
+            "no embedding provider configured: add `knowledge.semantic` (provider, url, "
+            "model) to .cce/config or set CCE_EMBED_MODEL — see docs/semantic.md"
+        )
+    rep = embed_root(args.dir, cfg, rebuild=args.rebuild, warn=warn, progress=StderrProgress())
+    if args.json:
+        from cce_knowledge.core.jsonout import pretty
+
+        print(pretty(rep.to_json()))
+    else:
+        print(
+            "\n".join(
+                [
+                    f"Embedded knowledge in {args.dir}",
+                    f"  provider  : {cfg.provider} ({rep.model})",
+                    f"  dimension : {rep.dim if rep.dim is not None else '-'}",
+                    f"  vectors   : {rep.embedded}/{rep.total} chunks",
+                    f"  this run  : {rep.new} embedded, {rep.reused} reused, "
+                    f"{rep.requests} request(s)",
+                ]
+            )
+        )
+    note = missing_note(rep)
+    if note:
+        print(f"error: {note}", file=sys.stderr)
+        return 1
+    return 0

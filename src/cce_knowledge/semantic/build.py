@@ -1,0 +1,323 @@
+"""Embed a root's chunks: the missing ones only, in batches, written atomically.
+
+A chunk's vector is keyed by the provider, the model and the sha256 of the exact
+text sent, so a rebuild embeds only what changed and a vector is reused across
+snapshots. A batch the provider rejects is skipped and named; an unreachable
+provider stops the run; either way every vector that came back is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cce_knowledge.core.errors import ConfigError, StoreError
+from cce_knowledge.semantic.provider import MAX_BATCH, Provider, ProviderError, ProviderUnreachable
+from cce_knowledge.semantic.textprep import chunk_text, text_key
+from cce_knowledge.semantic.vectors import (
+    KEY_BYTES,
+    ZERO_KEY,
+    Meta,
+    VectorFile,
+    encode,
+    list_files,
+    model_key,
+    vectors_dir,
+    vectors_path,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cce_knowledge.config.reader import SemanticConfig
+    from cce_knowledge.retrieval.search_index import FastIndex
+
+LAST_RUN = "last-run.json"
+#: Vectors that came back are written every CHECKPOINT batches, so a kill loses little.
+CHECKPOINT = 16
+
+#: (done, total) chunks of the run so far.
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class EmbedReport:
+    provider: str
+    model: str
+    dim: int | None
+    snapshot: str
+    total: int  # chunks of the store (live sections)
+    embedded: int  # chunks with a vector after the run
+    new: int  # texts embedded by this run
+    reused: int  # chunks whose vector was already known
+    unsendable: int  # binary or empty: never sent
+    requests: int
+    failed_batches: list[str] = field(default_factory=list)
+    unreachable: str | None = None
+    path: str = ""
+
+    @property
+    def missing(self) -> int:
+        return self.total - self.embedded
+
+    @property
+    def pending(self) -> int:
+        """Chunks that could be sent and still have no vector."""
+        return self.missing - self.unsendable
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["missing"] = self.missing
+        d["pending"] = self.pending
+        return d
+
+
+def layout_key() -> str:
+    """The search index layout the rows follow (its format and parameters)."""
+    from cce_knowledge.retrieval.search_index import INDEX_KEY
+
+    return INDEX_KEY
+
+
+def chunk_texts(idx: FastIndex) -> list[str | None]:
+    out: list[str | None] = []
+    for c in range(idx.n_chunks):
+        doc = idx.doc(c)
+        out.append(chunk_text(doc[2], doc[4], doc[10]))
+    return out
+
+
+def _known(
+    root: Path, cfg: SemanticConfig, snapshot: str, dim: int | None
+) -> tuple[dict[bytes, np.ndarray], int | None]:
+    """Vectors already on disk for this model: the current snapshot's file (any
+    provider: it may have been pulled) and other snapshots' files of the same provider."""
+    known: dict[bytes, np.ndarray] = {}
+    mk = model_key(cfg.model)
+    for snap, key, path in list_files(root):
+        if key != mk:
+            continue
+        try:
+            vf = VectorFile.open(path)
+        except StoreError:
+            continue
+        m = vf.meta
+        if m.model != cfg.model or (m.provider != cfg.provider and snap != snapshot):
+            continue
+        if dim is None:
+            dim = m.dim
+        if m.dim != dim:
+            continue
+        for i in range(m.count):
+            k = vf.key(i)
+            if k != ZERO_KEY and k not in known:
+                known[k] = vf.matrix[i].copy()
+    return known, dim
+
+
+def _unit(vec: list[float]) -> np.ndarray | None:
+    import numpy as np
+
+    v = np.asarray(vec, dtype=np.float64)
+    n = float(np.sqrt(np.dot(v, v)))
+    if not n > 0.0:
+        return None
+    return (v / n).astype("<f4")
+
+
+def embed_root(
+    root: str | os.PathLike[str],
+    cfg: SemanticConfig,
+    *,
+    rebuild: bool = False,
+    progress: ProgressFn | None = None,
+    warn: Callable[[str], None] | None = None,
+    provider: Provider | None = None,
+) -> EmbedReport:
+    """Embed every chunk of the active store that has no vector yet for `cfg`'s model."""
+    import numpy as np
+
+    from cce_knowledge.core.atomic import atomic_write_parts, dir_lock
+    from cce_knowledge.retrieval.searcher import Searcher, no_store_message
+
+    root_p = Path(root)
+    idx = Searcher(root_p).index()
+    if idx is None:
+        raise StoreError(no_store_message(root_p))
+    snapshot = idx.snapshot
+    texts = chunk_texts(idx)
+    keys = [text_key(t) if t is not None else ZERO_KEY for t in texts]
+    own = provider is None
+    prov = Provider(cfg) if provider is None else provider
+    say = warn or (lambda _m: None)
+    if prov.key_note:
+        say(prov.key_note)
+    out_path = vectors_path(root_p, snapshot, cfg.model)
+    d = vectors_dir(root_p)
+    try:
+        with dir_lock(d, what="embed", wait=True):
+            known, dim = ({}, None) if rebuild else _known(root_p, cfg, snapshot, None)
+            reused = sum(1 for k in keys if k != ZERO_KEY and k in known)
+            todo: list[bytes] = []
+            text_of: dict[bytes, str] = {}
+            for k, t in zip(keys, texts, strict=True):
+                if t is not None and k not in known and k not in text_of:
+                    text_of[k] = t
+                    todo.append(k)
+            total_todo = len(todo)
+            rep = EmbedReport(
+                provider=cfg.provider,
+                model=cfg.model,
+                dim=dim,
+                snapshot=snapshot,
+                total=len(keys),
+                embedded=0,
+                new=0,
+                reused=reused,
+                unsendable=sum(1 for t in texts if t is None),
+                requests=0,
+                path=str(out_path),
+            )
+
+            def write() -> None:
+                if rep.dim is None:
+                    return  # nothing known and nothing came back: no file to write
+                mat = np.zeros((len(keys), rep.dim), dtype="<f4")
+                kb = bytearray(len(keys) * KEY_BYTES)
+                have = 0
+                for i, k in enumerate(keys):
+                    v = known.get(k)
+                    if v is not None:
+                        mat[i] = v
+                        kb[i * KEY_BYTES : (i + 1) * KEY_BYTES] = k
+                        have += 1
+                meta = Meta(cfg.provider, cfg.model, rep.dim, len(keys), snapshot, layout_key())
+                atomic_write_parts(out_path, encode(meta, bytes(kb), mat))
+                rep.embedded = have
+
+            if progress:
+                progress(0, total_todo)
+            done = 0
+            requests0 = prov.requests
+            for b, start in enumerate(range(0, total_todo, MAX_BATCH)):
+                batch = todo[start : start + MAX_BATCH]
+                try:
+                    vecs = prov.embed([text_of[k] for k in batch])
+                except ProviderUnreachable as e:
+                    rep.unreachable = e.message
+                    break
+                except ProviderError as e:
+                    name = (
+                        f"batch {b + 1} ({len(batch)} texts from chunk {keys.index(batch[0]) + 1})"
+                    )
+                    rep.failed_batches.append(f"{name}: {e.message}")
+                    say(f"embedding {name} was rejected and skipped: {e.message}")
+                    if prov.dim is not None and rep.dim is not None and prov.dim != rep.dim:
+                        break
+                    continue
+                finally:
+                    rep.requests = prov.requests - requests0
+                if rep.dim is None:
+                    rep.dim = prov.dim
+                elif prov.dim != rep.dim:
+                    raise ConfigError(
+                        f"{cfg.model} now answers {prov.dim}-dimensional vectors but the stored "
+                        f"ones have {rep.dim}: run `cce knowledge embed --rebuild`"
+                    )
+                for k, v in zip(batch, vecs, strict=True):
+                    u = _unit(v)
+                    if u is not None:
+                        known[k] = u
+                        rep.new += 1
+                done += len(batch)
+                if progress:
+                    progress(done, total_todo)
+                if (b + 1) % CHECKPOINT == 0:
+                    write()
+            write()
+            _prune(root_p, keep=out_path.name)
+            _save_last_run(d, rep)
+    finally:
+        if own:
+            prov.close()
+    return rep
+
+
+def _prune(root: Path, keep: str) -> None:
+    """Drop vectors of snapshots whose store is gone (best effort)."""
+    from cce_knowledge.store.store_file import store_path
+
+    for snap, _mk, path in list_files(root):
+        if path.name != keep and not store_path(root, snap).exists():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _save_last_run(d: Path, rep: EmbedReport) -> None:
+    from cce_knowledge.core.atomic import atomic_write
+
+    try:
+        atomic_write(d / LAST_RUN, (json.dumps(rep.to_json(), sort_keys=True) + "\n").encode())
+    except OSError:
+        pass
+
+
+def last_run(root: str | os.PathLike[str]) -> dict[str, object] | None:
+    try:
+        doc = json.loads((vectors_dir(root) / LAST_RUN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def missing_note(rep: EmbedReport) -> str | None:
+    """The warning for a run that left chunks without vectors (None when complete)."""
+    if rep.pending <= 0:
+        return None
+    why = []
+    if rep.unreachable:
+        why.append(f"provider unreachable: {rep.unreachable}")
+    if rep.failed_batches:
+        why.append(f"{len(rep.failed_batches)} batch(es) rejected")
+    if rep.unsendable:
+        why.append(f"{rep.unsendable} chunk(s) binary or empty, never sent")
+    reason = "; ".join(why) or "not embedded"
+    return (
+        f"{rep.pending} of {rep.total} chunks have no vector ({reason}); "
+        "`cce knowledge embed` finishes the job"
+    )
+
+
+def embed_after_build(
+    root: str | os.PathLike[str],
+    *,
+    warn: Callable[[str], None],
+    progress: ProgressFn | None = None,
+) -> EmbedReport | None:
+    """The embed step of `index`/`pull`: only when semantic is configured, and it never
+    fails the build — a problem becomes a warning and `cce knowledge embed` retries."""
+    from cce_knowledge.config.reader import load_semantic_config
+    from cce_knowledge.core.errors import CceError
+
+    try:
+        cfg = load_semantic_config(root)
+    except CceError as e:
+        warn(f"semantic vectors not built: {e.message}")
+        return None
+    if cfg is None:
+        return None
+    try:
+        rep = embed_root(root, cfg, warn=warn, progress=progress)
+    except CceError as e:
+        warn(f"semantic vectors not built: {e.message}")
+        return None
+    note = missing_note(rep)
+    if note:
+        warn(note)
+    return rep

@@ -1,0 +1,119 @@
+"""A loopback embeddings server speaking Ollama's `/api/embed` and OpenAI's `/v1/embeddings`.
+
+Vectors are deterministic: hashed character trigrams (sha256 buckets, signed), so
+texts that share words are close and the same text always gives the same vector.
+The server records every request and can be told to misbehave (reject a batch that
+contains a marker, redirect, answer garbage) to test the client's handling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DIM = 64
+
+
+def ngram_vector(text: str, dim: int = DIM) -> list[float]:
+    t = f"  {text.lower()}  "
+    v = [0.0] * dim
+    for i in range(len(t) - 2):
+        h = hashlib.sha256(t[i : i + 3].encode("utf-8")).digest()
+        b = int.from_bytes(h[:4], "little") % dim
+        v[b] += 1.0 if h[4] & 1 else -1.0
+    if not any(v):
+        v[0] = 1.0
+    return v
+
+
+@dataclass
+class EmbedServer:
+    port: int = 0
+    dim: int = DIM
+    reject_marker: str | None = None  # a batch with a text containing it gets HTTP 400
+    redirect_to: str | None = None  # answer 307 to this URL
+    garbage: bool = False  # answer 200 with a non-JSON body
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def texts(self) -> list[str]:
+        return [t for r in self.requests for t in r["input"]]
+
+
+def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self.send_response(code)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            n = int(self.headers.get("Content-Length") or 0)
+            doc = json.loads(self.rfile.read(n))
+            inputs = doc["input"] if isinstance(doc["input"], list) else [doc["input"]]
+            with state.lock:
+                state.requests.append(
+                    {
+                        "path": self.path,
+                        "model": doc.get("model"),
+                        "input": inputs,
+                        "authorization": self.headers.get("Authorization"),
+                    }
+                )
+            if state.redirect_to is not None:
+                self._send(307, b"", {"Location": state.redirect_to + self.path})
+                return
+            if state.garbage:
+                self._send(200, b"<html>not json</html>")
+                return
+            if state.reject_marker and any(state.reject_marker in t for t in inputs):
+                self._send(400, b'{"error":"input rejected"}')
+                return
+            vecs = [ngram_vector(t, state.dim) for t in inputs]
+            if self.path == "/api/embed":
+                out: dict[str, Any] = {"model": doc.get("model"), "embeddings": vecs}
+            elif self.path == "/v1/embeddings":
+                out = {
+                    "object": "list",
+                    "model": doc.get("model"),
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": v}
+                        for i, v in enumerate(vecs)
+                    ],
+                }
+            else:
+                self._send(404, b'{"error":"not found"}')
+                return
+            self._send(200, json.dumps(out).encode(), {"Content-Type": "application/json"})
+
+    return H
+
+
+@contextmanager
+def embed_server(**kw: Any) -> Iterator[EmbedServer]:
+    state = EmbedServer(**kw)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.port = srv.server_address[1]
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield state
+    finally:
+        srv.shutdown()
+        srv.server_close()
