@@ -12,3 +12,12 @@ def add_dir(p: argparse.ArgumentParser) -> None:
         metavar="ROOT",
         help="project root holding .cce/ (default: the current directory)",
     )
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (a bar on a terminal, a line every few seconds otherwise)",
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir
+from cce_knowledge.cli.common import add_dir, add_quiet
 
 DESCRIPTION = """\
 Index a cce.knowledge/v1 NDJSON feed into the local knowledge store.
@@ -33,6 +33,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     )
     p.add_argument("feed", metavar="FEED", help="the cce.knowledge/v1 NDJSON feed file")
     add_dir(p)
+    add_quiet(p)
     p.add_argument(
         "--manifest",
         metavar="PATH",

@@ -23,6 +23,7 @@ from cce_knowledge.cli import (
     semantic_cmds,
     sync_cmds,
 )
+from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError
 
 # Order = order in `cce knowledge --help`: the pipeline, then the consumer side.
@@ -98,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         args._parser.print_help(sys.stderr)
         return 2
+    # Resolved once here: -q/--quiet, CI, and whether stderr is a terminal.
+    previous = progress.current()
+    progress.configure(progress.resolve(quiet=bool(getattr(args, "quiet", False))))
     try:
         rc = func(args)
         sys.stdout.flush()
@@ -114,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        progress.configure(previous)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir
+from cce_knowledge.cli.common import add_dir, add_quiet
 
 _RANKINGS = ("default", "reference")
 
@@ -106,6 +106,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "reference ranking; 0.05 for the default ranking)",
     )
     _add_ranking(ap)
+    add_quiet(ap)
     ap.set_defaults(func=cmd_ask)
 
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir
+from cce_knowledge.cli.common import add_dir, add_quiet
 
 _REMOTE_HELP = "cache repository URL (overrides knowledge.sync.remote / sync.remote)"
 _EXIT = "exit status: 0 {ok}, 1 refused or failed, 2 usage error"
@@ -112,6 +112,7 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--dry-run", action="store_true", help="report what a push would change; publish nothing"
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_quiet(p)
     p.set_defaults(func=_push)
 
     q = sub.add_parser(
@@ -136,6 +137,7 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     q.add_argument("--remote", metavar="URL", help=_REMOTE_HELP)
     add_dir(q)
     q.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_quiet(q)
     q.set_defaults(func=_pull)
 
 
@@ -251,6 +253,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     pl.add_argument(
         "--corpus", metavar="ID", help="which corpus to install when the cache has several"
     )
+    add_quiet(pl)
     pl.set_defaults(func=_sync_pull, _cmd_parser=pl)
 
     v = sub.add_parser(
@@ -268,4 +271,5 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--checksum-only", action="store_true", help="required: compare install checksums"
     )
     add_dir(v)
+    add_quiet(v)
     v.set_defaults(func=_verify, _cmd_parser=v)

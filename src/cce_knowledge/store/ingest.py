@@ -26,6 +26,7 @@ from cce_knowledge.config.reader import load_knowledge_config, load_markdown_con
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
+from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import dir_lock
 from cce_knowledge.core.errors import CceError, ContractError
 from cce_knowledge.core.jsonout import json_str
@@ -409,9 +410,14 @@ def index_to_root(
     # holds the feed plus the slices in flight, never the whole store.
     with tempfile.TemporaryFile(prefix="cce-index-") as spool:
         col = _Collector(spool.write)
+        # Lines are a cheap upper bound on the record count (blank lines are skipped).
+        lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
         try:
-            for r in iter_rendered(raw, budget, jobs or default_workers()):
-                col.add(r)
+            with progress.task("index", total=lines, unit="records") as bar:
+                for r in iter_rendered(raw, budget, jobs or default_workers()):
+                    col.add(r)
+                    bar.advance(r[1])
+                bar.set_total(col.records)
             col.check()
         except ContractError as e:
             if e.message == UTF8_ERROR:
