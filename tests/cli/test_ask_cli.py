@@ -115,10 +115,19 @@ def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         and f"could not read corpus feed {tmp_path}/missing.jsonl: No such file or directory (os error 2)"
         in err
     )
-    rc, _, err = _run(capsys, "knowledge", "ask", str(s), "--dir", str(tmp_path / "empty"))
-    assert rc == 1 and err.startswith(
-        f"error: could not load knowledge store under {tmp_path}/empty: "
+    empty = tmp_path / "empty"
+    rc, _, err = _run(capsys, "knowledge", "ask", str(s), "--dir", str(empty))
+    # no store: say what to do, not an OS error
+    assert rc == 1 and err == (
+        f"error: no knowledge store under {empty}/.cce/knowledge — build one with "
+        f"`cce knowledge index FEED --dir {empty}` or install a published one with "
+        f"`cce knowledge pull --dir {empty}`\n"
     )
+    (empty / ".cce" / "knowledge").mkdir(parents=True)
+    (empty / ".cce" / "knowledge" / "current").write_text("0123456789abcdef\n")
+    rc, _, err = _run(capsys, "knowledge", "ask", str(s), "--dir", str(empty))
+    # a `current` whose store is missing is a broken store: the load error is named
+    assert rc == 1 and err.startswith(f"error: could not load knowledge store under {empty}: ")
     s.write_text('{"query":"x","expect":[]}\n')
     rc, _, err = _run(capsys, "knowledge", "ask", str(s))
     assert rc == 1 and "line 1: case needs a non-empty `expect` array" in err

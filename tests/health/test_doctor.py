@@ -206,8 +206,9 @@ def test_nothing_to_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     rc, out, err = run(tmp_path, capsys)
     assert rc == 1 and out == ""
     assert (
-        err
-        == f"error: no store at {tmp_path}/.cce/index.json — index first (`cce index {tmp_path}`)\n"
+        err == f"error: no knowledge store under {tmp_path}/.cce/knowledge — build one with "
+        f"`cce knowledge index FEED --dir {tmp_path}` or install a published one with "
+        f"`cce knowledge pull --dir {tmp_path}`\n"
     )
 
 

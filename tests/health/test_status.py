@@ -128,8 +128,9 @@ def test_json_report_is_sorted_and_complete(
 def test_no_store_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(["knowledge", "status", "--dir", str(tmp_path)], capsys)
     assert rc == 1 and out == ""
-    assert err.startswith("error: no knowledge store at ")
-    assert "cce knowledge index <feed>" in err and "cce knowledge pull" in err
+    assert err.startswith("error: no knowledge store under ")
+    assert f"`cce knowledge index FEED --dir {tmp_path}`" in err
+    assert f"`cce knowledge pull --dir {tmp_path}`" in err
 
 
 def test_corrupt_store_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

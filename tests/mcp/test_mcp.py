@@ -200,9 +200,10 @@ def test_tools_search_expand_related_status(root: Path) -> None:
             assert f" #{c.chunk_id}\n{render.compact_body(c.content)}\n" in rel
         assert "… (+" in rel
 
-        # index_status: the reference's not-indexed line, then the knowledge block.
+        # index_status: no code index (never a command that does not exist), then the
+        # knowledge block.
         status, _ = await call(s, "index_status")
-        assert status.startswith("not indexed — no store at ")
+        assert status.startswith(render.KNOWLEDGE_ONLY_STATUS + "\n")
         assert status.endswith(
             "  knowledge :\n"
             "    corpus         : (local ingest)\n"

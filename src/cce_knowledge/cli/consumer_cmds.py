@@ -90,8 +90,8 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
 def cmd_status(args: argparse.Namespace) -> int:
     from cce_knowledge.core.errors import StoreError
     from cce_knowledge.core.jsonout import pretty
-    from cce_knowledge.health.status import knowledge_status, no_store_message, render_status
-    from cce_knowledge.store.store_file import store_present
+    from cce_knowledge.health.status import knowledge_status, render_status
+    from cce_knowledge.store.store_file import no_store_message, store_present
 
     if not store_present(args.dir):
         raise StoreError(no_store_message(args.dir, "no `current` snapshot installed"))

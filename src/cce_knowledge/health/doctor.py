@@ -19,7 +19,12 @@ from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
-from cce_knowledge.store.store_file import KnowledgeStore, knowledge_dir, load_current
+from cce_knowledge.store.store_file import (
+    KnowledgeStore,
+    knowledge_dir,
+    load_current,
+    no_store_message,
+)
 from cce_knowledge.sync.marker import read_marker_lenient
 
 DOCTOR_FAILED = "doctor found definite corruption or config drift (see above)"
@@ -230,7 +235,9 @@ def run_doctor(
     code_index = rootp / ".cce" / "index.json"
     has_knowledge = (knowledge_dir(rootp) / "current").exists()
     if not code_index.exists() and not has_knowledge:
-        raise StoreError(f"no store at {shown}/.cce/index.json — index first (`cce index {shown}`)")
+        # The reference names its code indexer here (`cce index`), which this tool does not
+        # have: we name the commands that make a knowledge store instead.
+        raise StoreError(no_store_message(shown))
     r = Report()
     r.line(f"cce doctor — {shown}")
     if code_index.exists():

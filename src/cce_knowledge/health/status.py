@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from cce_knowledge.core.errors import StoreError
@@ -335,11 +334,3 @@ def render_status(st: KnowledgeStatus) -> str:
         lines.append(f"  remote current : - ({st.remote_problem or 'unknown'})")
         lines.append("  behind remote  : unknown")
     return "\n".join(lines) + "\n"
-
-
-def no_store_message(root: str | os.PathLike[str], reason: str) -> str:
-    kdir = Path(os.fspath(root)) / ".cce" / "knowledge"
-    return (
-        f"no knowledge store at {kdir} ({reason}) — build one with "
-        "`cce knowledge index <feed>` or install one with `cce knowledge pull`"
-    )

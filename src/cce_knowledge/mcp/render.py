@@ -23,8 +23,8 @@ KNOWLEDGE_LOAD_NOTICE = (
 
 #: The answer for any code-side request on a root that has no code index.
 NOT_INDEXED_MESSAGE = (
-    "This project is not indexed yet — run `cce index` (or `cce init`). "
-    "No results are available until then."
+    "This project has no knowledge store yet — run `cce knowledge index FEED` or "
+    "`cce knowledge pull` in the project root. No results are available until then."
 )
 
 COMPACT_HINT = (
@@ -145,8 +145,17 @@ def render_group(
 
 
 def not_indexed_status(index_path: str) -> str:
-    """index_status' first line for a root without a code index (the reference's bytes)."""
-    return f"not indexed — no store at {index_path}. Run `cce index` (or `cce init`)."
+    """index_status' first line for a root without a store. The reference names its code
+    indexer (`cce index`, `cce init`); we name the commands that make a knowledge store."""
+    return (
+        f"not indexed — no knowledge store at {index_path}. "
+        "Run `cce knowledge index FEED` or `cce knowledge pull`."
+    )
+
+
+#: index_status' first line when a knowledge store is installed. The reference starts
+#: with its code index's "not indexed" line, naming commands this tool does not have.
+KNOWLEDGE_ONLY_STATUS = "no code index here: this server serves the knowledge store below."
 
 
 def knowledge_status_block(

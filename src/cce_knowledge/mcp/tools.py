@@ -398,7 +398,7 @@ class KnowledgeTools:
             try_knowledge_status,
         )
 
-        text = render.not_indexed_status(str(self.root.absolute() / ".cce" / "index.json"))
+        text = render.not_indexed_status(str(self.root.absolute() / ".cce" / "knowledge"))
         view, _ = self.knowledge()
         if view is None or self._scanned(view) is None:
             return ToolOutput(text)
@@ -419,7 +419,7 @@ class KnowledgeTools:
             remote_current=st.remote_current,
             behind_remote=st.behind_remote,
         )
-        return ToolOutput(render.append_block(text, block))
+        return ToolOutput(render.append_block(render.KNOWLEDGE_ONLY_STATUS, block))
 
     def call(self, name: str, args: dict[str, Any] | None) -> ToolOutput:
         args = args if isinstance(args, dict) else {}

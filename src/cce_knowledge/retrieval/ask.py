@@ -121,9 +121,17 @@ def run_ask(
 
     if root is not None:
         from cce_knowledge.retrieval.searcher import Searcher
-        from cce_knowledge.store.store_file import display_dir, load_current, store_present
+        from cce_knowledge.store.store_file import (
+            display_dir,
+            knowledge_dir,
+            load_current,
+            no_store_message,
+            store_present,
+        )
 
         if not store_present(root):
+            if not (knowledge_dir(root) / "current").exists():
+                raise StoreError(no_store_message(root))
             try:
                 load_current(root)
             except StoreError as e:

@@ -74,7 +74,7 @@ class Searcher:
     def _require_store(self) -> KnowledgeStore:
         st = self.store
         if st is None:
-            raise StoreError(no_store_message(self.root))
+            raise StoreError(_no_store(self.root))
         return st
 
     def search(
@@ -91,17 +91,16 @@ class Searcher:
         floor = configured_min_score(self.root, rk) if min_score is None else min_score
         idx = self.index()
         if idx is None:
-            raise StoreError(no_store_message(self.root))
+            raise StoreError(_no_store(self.root))
         return idx.search(query, top_k, floor, ranking=rk)
 
 
-def no_store_message(root: str | os.PathLike[str]) -> str:
-    from cce_knowledge.store.store_file import display_dir
+def _no_store(root: str | os.PathLike[str]) -> str:
+    # store_file (numpy) is imported only on this error path: a cold search of the
+    # derived index never needs it.
+    from cce_knowledge.store.store_file import no_store_message
 
-    return (
-        f"no knowledge store under {display_dir(root)} — run `cce knowledge index <feed>` "
-        "or `cce knowledge pull` first"
-    )
+    return no_store_message(root)
 
 
 def index_status(root: str | os.PathLike[str]) -> str:

@@ -75,6 +75,19 @@ def knowledge_dir(root: str | os.PathLike[str]) -> Path:
     return Path(root) / KNOWLEDGE_DIR
 
 
+def no_store_message(root: str | os.PathLike[str], reason: str | None = None) -> str:
+    """What a command that needs a store says when there is none: where it looked, why
+    (when known), and the two commands that make one."""
+    root_s = os.fspath(root)
+    at = "" if root_s in ("", ".") else f" --dir {root_s}"
+    why = f" ({reason})" if reason else ""
+    return (
+        f"no knowledge store under {display_dir(root)}{why} — build one with "
+        f"`cce knowledge index FEED{at}` or install a published one with "
+        f"`cce knowledge pull{at}`"
+    )
+
+
 def display_dir(root: str | os.PathLike[str]) -> str:
     """The knowledge dir as the reference prints it (joined onto `--dir` as given)."""
     return f"{os.fspath(root)}/.cce/knowledge"

@@ -19,7 +19,9 @@ NO_RECORD = (
     "no install checksum recorded (pulled by an older cce) — re-pull with `cce knowledge pull` "
     "to enable checksum verification"
 )
-NOTHING = "nothing to verify for this store: no `.cce/synced.json` marker (not a pulled store)"
+NOTHING = (
+    "nothing to verify for this store: no `.cce/knowledge/synced.json` marker (not a pulled store)"
+)
 
 
 @dataclass(frozen=True)
