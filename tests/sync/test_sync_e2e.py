@@ -641,3 +641,55 @@ def test_normalize_repo_id(origin: str, repo_id: str) -> None:
     from cce_knowledge.sync.repo_id import normalize_repo_id
 
     assert normalize_repo_id(origin) == repo_id
+
+
+def test_sync_init_commits_both_lfs_patterns_in_one_commit(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    prod = env.root("project")
+    rc, out, err = cli(capsys, "sync", "init", "--remote", env.url, "--dir", str(prod))
+    assert rc == 0, err
+    assert "  git-LFS       : enabled (*.cck, *.cce)\n" in out
+    attrs = bare_file(env.bare, ".gitattributes")
+    assert attrs == (
+        b"*.cck filter=lfs diff=lfs merge=lfs -text\n*.cce filter=lfs diff=lfs merge=lfs -text\n"
+    )
+    assert _commits(env.bare) == 1
+    # the first push adds no second attribute commit: one publish commit only
+    index(prod, CURATED.read_bytes())
+    rc, _, err = cli(capsys, "knowledge", "push", "--corpus", "fixture", "--dir", str(prod))
+    assert rc == 0, err
+    assert bare_file(env.bare, ".gitattributes") == attrs
+    assert _commits(env.bare) == 2
+    # again: nothing to add, no commit
+    rc, _, _ = cli(capsys, "sync", "init", "--remote", env.url, "--dir", str(prod))
+    assert rc == 0 and _commits(env.bare) == 2
+
+
+def _commits(bare: Path) -> int:
+    out = subprocess.run(
+        ["git", "-C", str(bare), "rev-list", "--count", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out)
+
+
+def test_sync_init_leaves_config_unchanged_when_the_remote_fails(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prod = sync_env.root("project")
+    cfg = prod / ".cce" / "config"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("# mine\nknowledge:\n  enabled: true\n")
+    before = cfg.read_bytes()
+    missing = (sync_env.tmp / "no-such-cache.git").as_uri()
+    rc, out, err = cli(capsys, "sync", "init", "--remote", missing, "--dir", str(prod))
+    assert rc == 1 and out == "" and err.startswith("error: ")
+    assert cfg.read_bytes() == before
+    # and a project with no config gets none
+    bare_root = sync_env.root("fresh")
+    rc, _, _ = cli(capsys, "sync", "init", "--remote", missing, "--dir", str(bare_root))
+    assert rc == 1 and not (bare_root / ".cce" / "config").exists()

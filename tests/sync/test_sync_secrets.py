@@ -105,7 +105,9 @@ def test_sync_init_never_stores_or_prints_the_token(
     assert rc == 0, err
     assert TOKEN not in out + err
     clean = f"file://{bare_path}"
-    assert out.startswith(f"Configured sync remote: {clean}\n  git-LFS       : enabled (*.cce)\n")
+    assert out.startswith(
+        f"Configured sync remote: {clean}\n  git-LFS       : enabled (*.cck, *.cce)\n"
+    )
     text = (root / ".cce" / "config").read_text()
     assert text.startswith("# mine\nknowledge:\n  sync:\n    corpus_id: fixture\n")
     assert f"remote: {clean}" in text

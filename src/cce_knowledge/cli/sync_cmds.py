@@ -205,10 +205,11 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         help="point this project at a cache remote (edits .cce/config in place)",
         formatter_class=fmt,
         description=(
-            "Set sync.remote (and sync.lfs / sync.repo_id) in <dir>/.cce/config, keeping every\n"
-            "other block and comment, clone the cache and, with LFS on, commit the *.cce\n"
-            "attribute line. Credentials in the URL are NOT stored: give a token through\n"
-            "CCE_SYNC_TOKEN or GITHUB_TOKEN at run time."
+            "Clone the cache and, with LFS on, commit its *.cck and *.cce attribute lines\n"
+            "(one commit), then set sync.remote (and sync.lfs / sync.repo_id) in\n"
+            "<dir>/.cce/config, keeping every other block and comment. A remote that cannot\n"
+            "be reached leaves the config unchanged. Credentials in the URL are NOT stored:\n"
+            "give a token through CCE_SYNC_TOKEN or GITHUB_TOKEN at run time."
         ),
         epilog=_EXIT.format(ok="configured"),
     )

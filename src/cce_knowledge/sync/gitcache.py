@@ -538,6 +538,11 @@ class GitCache:
 
     def ensure_attribute(self, line: str, needle: str, message: str) -> bool:
         """Commit `line` to `.gitattributes` unless it already mentions `needle`. True if added."""
+        return self.ensure_attributes({needle: line}, message)
+
+    def ensure_attributes(self, lines: dict[str, str], message: str) -> bool:
+        """Commit, in one commit, each `lines[needle]` that `.gitattributes` does not
+        already mention by its needle. True if anything was added."""
         self.fetch()
         self.reset_onto_origin()
         path = self.dir / ".gitattributes"
@@ -551,19 +556,23 @@ class GitCache:
             except (OSError, UnicodeDecodeError) as e:
                 raise SyncError(f"cannot write .gitattributes: {e}") from e
 
-        if needle in current_text():
+        def missing(text: str) -> list[str]:
+            return [line for needle, line in lines.items() if needle not in text]
+
+        if not missing(current_text()):
             return False
         if self._lfs:
             self.run("lfs", "install", "--local", check=False)
 
         def apply() -> None:
             text = current_text()
-            if needle in text:
+            add = missing(text)
+            if not add:
                 return
             if text and not text.endswith("\n"):
                 text += "\n"
             try:
-                _write_no_follow(path, (text + line + "\n").encode("utf-8"))
+                _write_no_follow(path, (text + "".join(f"{ln}\n" for ln in add)).encode("utf-8"))
             except OSError as e:
                 raise SyncError(f"cannot write .gitattributes: {e}") from e
             self.run("add", "--", ".gitattributes")

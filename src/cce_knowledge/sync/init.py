@@ -22,7 +22,7 @@ from ruamel.yaml.error import YAMLError
 from cce_knowledge.config.reader import config_path, load_sync_config
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import ConfigError
-from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, open_cache
+from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, CCK_ATTR_LINE, open_cache
 from cce_knowledge.sync.remote import make_remote
 from cce_knowledge.sync.repo_id import origin_repo_id
 
@@ -40,7 +40,7 @@ class InitResult:
     def report(self) -> str:
         return (
             f"Configured sync remote: {self.remote}\n"
-            f"  git-LFS       : {'enabled (*.cce)' if self.lfs else 'disabled'}\n"
+            f"  git-LFS       : {'enabled (*.cck, *.cce)' if self.lfs else 'disabled'}\n"
             f"  repo_id       : {self.repo_id or '(resolved from git origin at push time)'}\n"
             f"  working clone : {self.clone_dir}\n"
             f"  config        : {self.config}\n"
@@ -108,6 +108,18 @@ def sync_init(
         # Unset: derive it from the project's own git origin, as the reference does.
         repo_id = origin_repo_id(root)
     text, rewrote = edit_config_text(old, rem.url, lfs, repo_id)
+    # The remote is proven (cloned, and its LFS patterns committed) before the config
+    # is written: a remote that cannot be reached leaves .cce/config as it was.
+    with open_cache(rem, for_write=lfs) as cache:
+        if lfs:
+            # Both patterns in one commit: knowledge artifacts (*.cck) and the cce
+            # engine's code artifacts (*.cce), which may share the cache. The reference
+            # commits only *.cce here and *.cck on the first push.
+            cache.ensure_attributes(
+                {"*.cck": CCK_ATTR_LINE, "*.cce": CCE_ATTR_LINE},
+                "cce sync: enable git-LFS for *.cck and *.cce",
+            )
+        clone = cache.dir
     backup = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,10 +130,6 @@ def sync_init(
         atomic_write(path, text.encode("utf-8"))
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e}") from e
-    with open_cache(rem, for_write=lfs) as cache:
-        if lfs:
-            cache.ensure_attribute(CCE_ATTR_LINE, "*.cce", "cce sync: enable git-LFS for *.cce")
-        clone = cache.dir
     kept_repo_id = repo_id
     if kept_repo_id is None:
         kept_repo_id = load_sync_config(root, warn=False).repo_id
