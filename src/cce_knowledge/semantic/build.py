@@ -142,7 +142,8 @@ def embed_root(
     import numpy as np
 
     from cce_knowledge.core.atomic import atomic_write_parts, dir_lock
-    from cce_knowledge.retrieval.searcher import Searcher, no_store_message
+    from cce_knowledge.retrieval.searcher import Searcher
+    from cce_knowledge.store.store_file import no_store_message
 
     root_p = Path(root)
     idx = Searcher(root_p).index()
