@@ -92,3 +92,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")}
     env.update(extra or {})
     return env
+
+
+def store_files(root: Path) -> dict[str, bytes]:
+    """The knowledge dir's files and bytes, minus the writer lock file (`.lock` holds
+    only the last writer's name: a refused pull that waited its turn may touch it)."""
+    kdir = root / ".cce" / "knowledge"
+    return {p.name: p.read_bytes() for p in kdir.iterdir() if p.is_file() and p.name != ".lock"}

@@ -13,7 +13,7 @@ import pytest
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.store_file import save
 from cce_knowledge.sync.cache import read_remote_pointer
-from tests.helpers.sync import CURATED, bare_file, bare_ls, feed, index, refs
+from tests.helpers.sync import CURATED, bare_file, bare_ls, feed, index, refs, store_files
 from tests.helpers.sync_env import SyncEnv, cli
 
 pytestmark = pytest.mark.slow
@@ -395,7 +395,7 @@ def test_unreachable_remote_is_clean_and_local_state_untouched(
     env = sync_env
     root = env.root("p")
     index(root, feed(["x"]))
-    before = {p.name: p.read_bytes() for p in (root / ".cce/knowledge").iterdir()}
+    before = store_files(root)
     gone = (env.tmp / "no-such.git").as_uri()
     for cmd in (
         ["knowledge", "push", "--corpus", "c"],
@@ -406,7 +406,7 @@ def test_unreachable_remote_is_clean_and_local_state_untouched(
         assert rc == 1 and out == ""
         assert err.startswith(f"error: could not clone remote {gone}: git clone --quiet {gone} ")
         assert "Traceback" not in err
-    assert {p.name: p.read_bytes() for p in (root / ".cce/knowledge").iterdir()} == before
+    assert store_files(root) == before
     rc, _, err = cli(capsys, "knowledge", "push", "--corpus", "c", "--dir", str(root))
     assert rc == 1 and "no sync remote configured" in err
 
@@ -418,7 +418,7 @@ def test_corrupt_pointer_and_flipped_artifact(
     prod = _push_fixture(env, capsys)
     cons = env.root("c")
     index(cons, feed(["local"]))
-    before = {p.name: p.read_bytes() for p in (cons / ".cce/knowledge").iterdir()}
+    before = store_files(cons)
 
     # Corrupt `current`: names a snapshot that does not exist.
     env.seed({"knowledge/v1/fixture/current": b"deadbeefdeadbeef\n"})
@@ -460,7 +460,7 @@ def test_corrupt_pointer_and_flipped_artifact(
     assert rc == 1 and err.startswith(
         f"error: {KEY}: checksum mismatch: manifest says {CHECKSUM}, recomputed "
     )
-    assert {p.name: p.read_bytes() for p in (cons / ".cce/knowledge").iterdir()} == before
+    assert store_files(cons) == before
 
 
 def test_pull_guards_and_usage(sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,10 +12,11 @@ import errno
 import fcntl
 import itertools
 import os
+import re
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from cce_knowledge.core.errors import CceError
@@ -104,43 +105,130 @@ def file_lock(
     busy: str,
     timeout: float | None = None,
     error: type[CceError] = LockBusy,
+    on_wait: Callable[[str], None] | None = None,
+    what: str = "",
 ) -> Iterator[None]:
     """Hold an exclusive advisory lock (flock) on `path` for the block.
 
     `timeout=None` waits as long as it takes; otherwise a lock still held after
     `timeout` seconds (0: at once) raises `error(busy)`. The lock dies with the
-    process, so a killed writer never leaves a stale lock behind.
+    process, so a killed writer never leaves a stale lock behind. When the lock is
+    busy, `on_wait` (if given) hears once whom we are waiting for; the holder's pid
+    and `what` are kept in the lock file for that message.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if timeout is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        else:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as e:
-                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                        raise
+        if not _try_flock(fd):
+            if on_wait is not None and timeout != 0:
+                holder = _holder(fd)
+                on_wait(f"waiting for {holder or 'another writer'} to finish ({os.fspath(path)})")
+            if timeout is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                deadline = time.monotonic() + timeout
+                while not _try_flock(fd):
                     if time.monotonic() >= deadline:
                         raise error(busy) from None
                     time.sleep(0.05)
+        if what:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{what} (pid {os.getpid()})\n".encode(), 0)
         yield
     finally:
         os.close(fd)
 
 
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        return False
+    return True
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its holder wrote it ("knowledge index (pid 42)"); "" if unknown."""
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    # Only our own one-line note; anything else in the file is not shown.
+    return text if _HOLDER.fullmatch(text) else ""
+
+
+_HOLDER = re.compile(r"[a-z -]{1,60} \(pid [0-9]{1,10}\)")
+
+#: Lock files this thread holds through `dir_lock` (a nested writer re-enters).
+_held = threading.local()
+
+
 @contextlib.contextmanager
-def dir_lock(directory: str | os.PathLike[str], *, what: str, wait: bool = True) -> Iterator[None]:
+def dir_lock(
+    directory: str | os.PathLike[str],
+    *,
+    what: str,
+    wait: bool = True,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
     """Hold an exclusive advisory lock on `directory/.lock` for the block.
 
     Two writers on one root never interleave; with `wait=False` a busy lock is an
-    error naming `what` instead of a wait.
+    error naming `what` instead of a wait. Re-entrant within a thread (pull --all
+    holds the root while the pull it runs takes it again). The new holder removes
+    the temp files of writers that died mid-write (see `remove_dead_temps`).
     """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    busy = f"another {what} is running on {d} — wait for it to finish"
-    with file_lock(d / ".lock", busy=busy, timeout=None if wait else 0):
+    lock = d / ".lock"
+    key = os.path.realpath(lock)
+    held: set[str] = _held.__dict__.setdefault("paths", set())
+    if key in held:
         yield
+        return
+    busy = f"another {what} is running on {d} — wait for it to finish"
+    with file_lock(lock, busy=busy, timeout=None if wait else 0, on_wait=on_wait, what=what):
+        held.add(key)
+        try:
+            remove_dead_temps(d)
+            yield
+        finally:
+            held.discard(key)
+
+
+_TEMP_NAME = re.compile(r"\..+\.tmp\.([0-9]{1,10})\.[0-9]+")
+
+
+def remove_dead_temps(directory: str | os.PathLike[str]) -> list[str]:
+    """Delete `atomic_write` temp files in `directory` whose writer process is gone.
+
+    A writer killed mid-write leaves its `.{name}.tmp.{pid}.{seq}` behind (tens of MB
+    for a store); call this holding the directory's writer lock. A live pid's file is
+    never touched. Returns the names removed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        m = _TEMP_NAME.fullmatch(name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+            removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True

@@ -27,7 +27,6 @@ from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
-from cce_knowledge.core.atomic import dir_lock
 from cce_knowledge.core.errors import CceError, ContractError
 from cce_knowledge.core.jsonout import json_str
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim
@@ -40,8 +39,8 @@ from cce_knowledge.store.store_file import (
     chunk_json,
     display_dir,
     embedding_json_sparse,
-    knowledge_dir,
     save_store_bytes,
+    writer_lock,
 )
 
 DEFAULT_BUDGET = 400
@@ -440,7 +439,7 @@ def index_to_root(
                 yield _STORE_TAIL
 
         try:
-            with dir_lock(knowledge_dir(root), what="knowledge index"):
+            with writer_lock(root, "knowledge index"):
                 save_store_bytes(root, snapshot, parts())
         except OSError as e:
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e

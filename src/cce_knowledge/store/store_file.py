@@ -8,20 +8,22 @@ store or the new one, never a mix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import struct
+import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from json.encoder import c_encode_basestring as encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
+from cce_knowledge.core.atomic import atomic_write, atomic_write_parts, dir_lock
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.jsonout import json_str as _json_str_checked
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim, serde_f64
@@ -86,6 +88,23 @@ def no_store_message(root: str | os.PathLike[str], reason: str | None = None) ->
         f"`cce knowledge index FEED{at}` or install a published one with "
         f"`cce knowledge pull{at}`"
     )
+
+
+def _tell_waiting(message: str) -> None:
+    print(f"{message} …", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def writer_lock(
+    root: str | os.PathLike[str],
+    what: str,
+    on_wait: Callable[[str], None] | None = _tell_waiting,
+) -> Iterator[None]:
+    """The root's writer lock: index, pull and `sync pull --all` serialise on it, so
+    one writer's snapshot, marker and `current` never interleave with another's and no
+    cleanup deletes the store another just installed. A waiting writer says so."""
+    with dir_lock(knowledge_dir(root), what=what, on_wait=on_wait):
+        yield
 
 
 def display_dir(root: str | os.PathLike[str]) -> str:

@@ -22,7 +22,12 @@ from typing import Any
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.rustcompat import rs_trim
-from cce_knowledge.store.store_file import display_dir, knowledge_dir, prune_other_snapshots
+from cce_knowledge.store.store_file import (
+    display_dir,
+    knowledge_dir,
+    prune_other_snapshots,
+    writer_lock,
+)
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.accelerator import NotCanonical, native, stream_store_parts
 from cce_knowledge.sync.cck import (
@@ -229,8 +234,13 @@ def pull_corpus(
                 check_marker_guard(root, corpus_id)
             key = K.artifact_key(corpus_id, snapshot)
             source = cache.artifact_source(key)
-    with _mapped(source) as data:
-        manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
+    # One writer per root: a concurrent pull's cleanup must not delete what this one
+    # installs, nor the other way round (index and `sync pull --all` take it too).
+    with writer_lock(root, "knowledge pull"):
+        if not force:
+            check_marker_guard(root, corpus_id)  # again: another writer may have run
+        with _mapped(source) as data:
+            manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
     return PullResult(
         corpus_id=corpus_id,
         snapshot=snapshot,

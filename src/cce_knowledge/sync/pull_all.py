@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from cce_knowledge.core.errors import CceError
+from cce_knowledge.store.store_file import writer_lock
 from cce_knowledge.sync.gitcache import open_cache
 from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
 from cce_knowledge.sync.marker import read_marker_lenient
@@ -88,17 +89,18 @@ def pull_all(
         )
         res.knowledge = "skipped"
         return res
-    marker = read_marker_lenient(into)
-    if marker is not None and marker.corpus_id == chosen and marker.snapshot == current:
-        res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
-        res.knowledge = "up-to-date"
-        return res
-    try:
-        pr = pull_corpus(into, corpus=chosen, remote=rem)
-    except CceError as e:
-        res.lines.append(f"  warning: skipped knowledge corpus {chosen} — {e.message}\n")
-        res.knowledge = "skipped"
-        return res
+    with writer_lock(into, "sync pull --all"):
+        marker = read_marker_lenient(into)
+        if marker is not None and marker.corpus_id == chosen and marker.snapshot == current:
+            res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
+            res.knowledge = "up-to-date"
+            return res
+        try:
+            pr = pull_corpus(into, corpus=chosen, remote=rem)
+        except CceError as e:
+            res.lines.append(f"  warning: skipped knowledge corpus {chosen} — {e.message}\n")
+            res.knowledge = "skipped"
+            return res
     res.lines.append(_row("pulled", f"{chosen}@{pr.snapshot}  → .cce/knowledge/"))
     res.knowledge = "pulled"
     return res
