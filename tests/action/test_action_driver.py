@@ -1,11 +1,13 @@
-"""The Action's driver (`cce action run`): push-report parsing, outputs, summary, input handling.
-
-The report texts below are the byte-pinned push texts of docs/spec/sync.md §4.5/§4.6.
-"""
+"""The Action's driver (`cce action <step>`): push --json reports, outputs, summary,
+input handling, and what it prints when a child fails."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,27 +15,47 @@ from pathlib import Path
 import pytest
 
 from cce_knowledge.action import driver as ac
+from cce_knowledge.action.push_report import PushReport, ReportError
+from cce_knowledge.action.summary import render_summary
+from cce_knowledge.sync.push import PushResult
 from tests.helpers.paths import TESTS
 
-D_REPORT = (
-    "Corpus c1 — outgoing 1111111111111111 vs remote current 2222222222222222\n"
-    "  records : 3 local · 4 remote\n"
-    "  added   : 1 — kn:9\n"
-    "  removed : 2 — kn:1, kn:2\n"
-    "  changed : 0\n"
-    "Nothing pushed (--dry-run).\n"
-)
+
+def _report(**fields: object) -> str:
+    """A `cce knowledge push --json` report (the fields the CLI prints)."""
+    doc: dict[str, object] = {
+        "added": [],
+        "changed": [],
+        "checksum": "0" * 64,
+        "chunks": 5,
+        "corpus_id": "c1",
+        "data_as_of": None,
+        "dry_run": True,
+        "guard": "diff",
+        "key": "knowledge/v1/c1/1111111111111111.cck",
+        "published": False,
+        "pruned": [],
+        "pushed_at": None,
+        "records": 3,
+        "remote": "file:///cache.git",
+        "remote_snapshot": "2222222222222222",
+        "removed": [],
+        "report": "human text the driver never reads",
+        "retention": None,
+        "retention_warning": None,
+        "snapshot": "1111111111111111",
+        "unchanged_skipped": False,
+    }
+    doc.update(fields)
+    return json.dumps(doc)
 
 
-def _many(n: int) -> str:
-    ids = [f"kn:{i:02d}" for i in range(n)]
-    shown = ", ".join(ids[:20])
-    return f"{n} — {shown} … and {n - 20} more" if n > 20 else f"{n} — {shown}"
+D_REPORT = _report(added=["kn:9"], removed=["kn:1", "kn:2"])
 
 
-def test_parse_diff_report() -> None:
-    rep = ac.parse_push_report(D_REPORT)
-    assert (rep.kind, rep.corpus, rep.snapshot, rep.remote_snapshot) == (
+def test_push_report_from_json() -> None:
+    rep = PushReport.from_json(D_REPORT)
+    assert (rep.guard, rep.corpus, rep.snapshot, rep.remote_snapshot) == (
         "diff",
         "c1",
         "1111111111111111",
@@ -41,86 +63,87 @@ def test_parse_diff_report() -> None:
     )
     assert (rep.added, rep.removed, rep.changed) == (1, 2, 0)
     assert rep.removed_ids == ["kn:1", "kn:2"]
-    assert rep.added_ids == ["kn:9"]
+    assert rep.data_as_of == "" and rep.pushed_at == ""
 
 
-def test_parse_diff_report_truncated_list_keeps_the_full_count() -> None:
-    text = D_REPORT.replace("  changed : 0", "  changed : " + _many(25))
-    rep = ac.parse_push_report(text)
-    assert rep.changed == 25
-    assert rep.changed_ids == [f"kn:{i:02d}" for i in range(20)]
+def test_push_report_reads_the_real_cli_json(tmp_path: Path) -> None:
+    """The fields the driver needs are the ones `cce knowledge push --json` prints."""
+    from cce_knowledge.cli import sync_cmds
 
-
-def test_parse_refusal_on_stderr() -> None:
-    body = D_REPORT.replace("Nothing pushed (--dry-run).\n", "")
-    text = (
-        "error: "
-        + body
-        + (
-            "refusing to push: 2 records live on the remote would be dropped (the `removed` list above). "
-            "Pass --force to shrink corpus c1, or --dry-run to inspect without pushing.\n"
-        )
+    res = PushResult(
+        corpus_id="c1",
+        snapshot="s" * 16,
+        key="k",
+        checksum="c",
+        records=1,
+        chunks=1,
+        data_as_of=None,
+        published=True,
+        pushed_at="2026-01-01T00:00:00Z",
+        guard="unchanged",
+        remote_snapshot="s" * 16,
+        retention="keep-last-2",
+        pruned=["old"],
     )
-    rep = ac.parse_push_report(text)
-    assert rep.kind == "diff" and rep.removed == 2
-
-
-def test_parse_first_same_conflict() -> None:
-    first = ac.parse_push_report(
-        "Dry-run: corpus c1@abcdef0123456789 — no remote `current` pointer; this would be the first "
-        "publish (2 records · 5 chunks).\nNothing pushed (--dry-run).\n"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        sync_cmds._print_push_json(res, dry_run=False)
+    rep = PushReport.from_json(buf.getvalue())
+    assert (rep.guard, rep.published, rep.retention, rep.pruned) == (
+        "unchanged",
+        True,
+        "keep-last-2",
+        ["old"],
     )
-    assert (first.kind, first.corpus, first.snapshot) == ("first", "c1", "abcdef0123456789")
-    same = ac.parse_push_report(
-        "Dry-run: corpus c1@abcdef0123456789 — the remote `current` already names this snapshot; "
-        "a push would re-publish it unchanged.\nNothing pushed (--dry-run).\n"
-    )
-    assert same.kind == "same"
-    conflict = ac.parse_push_report(
-        "Dry-run: corpus c1@abcdef0123456789 is already published with DIFFERENT content (remote checksum "
-        "aa, outgoing bb). The snapshot id …\nA real `--force` push would overwrite it.\nNothing pushed (--dry-run).\n"
-    )
-    assert conflict.kind == "conflict"
 
 
-def test_parse_success_report() -> None:
-    text = (
-        "Pushed corpus c1@abcdef0123456789\n"
-        "  key        : knowledge/v1/c1/abcdef0123456789.cck\n"
-        f"  checksum   : {'0' * 64}\n"
-        "  records    : 2 · chunks : 5\n"
-        "  data as-of : -\n"
-        "  pushed at  : 2026-01-01T00:00:00Z\n"
-        "  retention  : pruned 1 snapshot (keep-last-2)\n"
-    )
-    rep = ac.parse_push_report(text)
-    assert rep.kind == "pushed"
-    assert rep.key == "knowledge/v1/c1/abcdef0123456789.cck"
-    assert rep.checksum == "0" * 64
-    assert rep.data_as_of == ""
-    assert rep.pushed_at == "2026-01-01T00:00:00Z"
-    assert rep.retention == "pruned 1 snapshot (keep-last-2)"
-
-
-def test_parse_unknown_text_raises() -> None:
-    with pytest.raises(ValueError):
-        ac.parse_push_report("something else\n")
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Pushed corpus c1@abcdef0123456789\n",  # the human report is not accepted
+        "[]",
+        _report(guard="maybe"),
+        _report(removed="kn:1"),
+        _report(removed=[1]),
+        _report(published="true"),
+        _report(corpus_id=None),
+    ],
+)
+def test_push_report_rejects_anything_else(text: str) -> None:
+    with pytest.raises(ReportError):
+        PushReport.from_json(text)
 
 
 def test_outputs_for_each_outcome() -> None:
     st = ac.RunState(snapshot="s", records=3, chunks=7, distinct_ids=3)
     assert st.outputs()["published"] == "false"
     assert st.outputs()["removed"] == ""  # no guard ran
-    st.report = ac.parse_push_report(D_REPORT)
+    st.report = PushReport.from_json(D_REPORT)
     out = st.outputs()
     assert (out["added"], out["removed"], out["changed"]) == ("1", "2", "0")
-    st.report = ac.PushReport("first", corpus="c1", snapshot="s")
+    st.report = PushReport.from_json(_report(guard="first-publish", remote_snapshot=""))
     assert st.outputs()["added"] == "3"
-    st.pushed = ac.parse_push_report("Pushed corpus c1@s\n  key        : knowledge/v1/c1/s.cck\n")
+    st.pushed = PushReport.from_json(
+        _report(guard="first-publish", published=True, key="knowledge/v1/c1/s.cck")
+    )
     st.published = True
     out = st.outputs()
     assert out["published"] == "true" and out["artifact-key"] == "knowledge/v1/c1/s.cck"
-    assert set(out) == set(ac.OUTPUTS)
+    assert out["status"] == "published"
+    assert set(ac.OUTPUTS) <= set(out)
+    for step, names in ac.STEP_OUTPUTS.items():
+        assert set(names) <= set(out), step
+
+
+def test_unchanged_push_outputs_and_summary() -> None:
+    st = ac.RunState(corpus="c1", snapshot="1111111111111111", records=3, chunks=3)
+    st.report = PushReport.from_json(_report(guard="unchanged"))
+    st.pushed = PushReport.from_json(_report(guard="unchanged", unchanged_skipped=True))
+    out = st.outputs()
+    assert (out["published"], out["artifact-key"], out["status"]) == ("false", "", "unchanged")
+    md = render_summary(st)
+    assert "unchanged (snapshot `1111111111111111`" in md
+    assert "published" not in md.split("\n", 1)[0].replace("nothing published", "")
 
 
 def test_summary_has_counts_diff_freshness_and_ask_report() -> None:
@@ -132,7 +155,7 @@ def test_summary_has_counts_diff_freshness_and_ask_report() -> None:
         data_as_of="2026-02-01T00:00:00Z",
         dry_run=True,
     )
-    st.report = ac.parse_push_report(D_REPORT)
+    st.report = PushReport.from_json(D_REPORT)
     st.ask = {
         "proven": 1,
         "queries": 2,
@@ -159,7 +182,7 @@ def test_summary_has_counts_diff_freshness_and_ask_report() -> None:
         ],
     }
     st.ask_failed = True
-    md = ac.render_summary(st)
+    md = render_summary(st)
     assert "dry-run" in md
     assert "| records | 3 |" in md and "| chunks | 7 |" in md
     assert "`2026-02-01T00:00:00Z`" in md
@@ -170,7 +193,7 @@ def test_summary_has_counts_diff_freshness_and_ask_report() -> None:
 
 def test_summary_of_a_failure_shows_the_reason() -> None:
     st = ac.RunState(failure="refusing to publish: 2 records ```boom")
-    md = ac.render_summary(st)
+    md = render_summary(st)
     assert "failed" in md and "refusing to publish" in md
     # The failure text cannot close the code block it is shown in.
     assert md.count("```") == 2
@@ -290,6 +313,20 @@ def test_driver_publishes_then_refuses_a_shrink_without_act(
     ).stdout
     assert refs
 
+    # The same feed again (a nightly with no change): nothing published, no cache commit.
+    (tmp_path / "out").write_text("")
+    (tmp_path / "summary.md").write_text("")
+    p = _run_driver(tmp_path, feed=str(FIXTURES / "feed-v1.jsonl"), **common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    o = _parse_outputs(tmp_path / "out")
+    assert (o["published"], o["artifact-key"], o["added"], o["removed"]) == ("false", "", "0", "0")
+    assert "--skip-unchanged" in p.stdout
+    assert "unchanged (snapshot `" in (tmp_path / "summary.md").read_text()
+    again = subprocess.run(
+        ["git", "for-each-ref"], cwd=bare, capture_output=True, text=True, check=True
+    ).stdout
+    assert again == refs
+
     (tmp_path / "out").write_text("")
     p = _run_driver(tmp_path, feed=str(FIXTURES / "feed-shrunk.jsonl"), **common)
     assert p.returncode == 1
@@ -311,11 +348,11 @@ def test_err_text_reports_a_crash_by_its_last_line() -> None:
         "",
         "Traceback (most recent call last):\n  File x\nImportError: cannot import name '_b'\n",
     )
-    assert ac.Driver._err_text(crash) == "crashed (exit 1): ImportError: cannot import name '_b'"
+    assert ac.err_text(crash) == "crashed (exit 1): ImportError: cannot import name '_b'"
     refusal = subprocess.CompletedProcess(["x"], 1, "", "error: feed does not match its manifest\n")
-    assert ac.Driver._err_text(refusal) == "feed does not match its manifest"
+    assert ac.err_text(refusal) == "feed does not match its manifest"
     silent = subprocess.CompletedProcess(["x"], 3, "", "")
-    assert ac.Driver._err_text(silent) == "exit code 3"
+    assert ac.err_text(silent) == "exit code 3"
 
 
 def test_store_facts_match_the_full_loader(tmp_path: Path) -> None:
@@ -349,3 +386,40 @@ def test_store_facts_match_the_full_loader(tmp_path: Path) -> None:
     )
     assert ac.store_facts(str(root)) == expected
     assert expected[4] == "2026-03-02T12:30:00Z"
+
+
+def test_err_text_gives_argparse_error_line_not_the_usage_line() -> None:
+    usage = subprocess.CompletedProcess(
+        ["x"],
+        2,
+        "",
+        "usage: cce knowledge extract docs [-h] (--root DIR | --repo GIT_URL)\n"
+        "                                  [--ref R]\n"
+        "cce knowledge extract docs: error: one of the arguments --root --repo is required\n",
+    )
+    assert ac.err_text(usage) == (
+        "cce knowledge extract docs: error: one of the arguments --root --repo is required"
+    )
+
+
+def test_failure_text_can_never_issue_a_workflow_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Untrusted text in a failure (e.g. a hostile cache pointer quoted by the guard)
+    is escaped in the annotation and fenced by stop-commands on stderr."""
+    hostile = "guard: bad pointer abc\n::add-mask::x\r::warning title=t::pwn 100%\n"
+    d = ac.Driver({}, {}, "guard")
+    d.fail(hostile)
+    out, err = capsys.readouterr()
+    out_lines = out.splitlines()
+    assert out_lines == [
+        "::error title=cce-knowledge::guard: bad pointer abc%0A::add-mask::x%0D"
+        "::warning title=t::pwn 100%25%0A"
+    ]
+    lines = err.split("\n")
+    m = re.fullmatch(r"::stop-commands::(cce-[0-9a-f]{32})", lines[0])
+    assert m, lines[0]
+    end = lines.index(f"::{m[1]}::")
+    # Every `::` line the text produced sits inside the window; nothing after it.
+    assert all(not ln.startswith("::") for ln in lines[end + 1 :])
+    assert "error: guard: bad pointer abc" in lines[1:end]

@@ -693,3 +693,54 @@ def test_sync_init_leaves_config_unchanged_when_the_remote_fails(
     bare_root = sync_env.root("fresh")
     rc, _, _ = cli(capsys, "sync", "init", "--remote", missing, "--dir", str(bare_root))
     assert rc == 1 and not (bare_root / ".cce" / "config").exists()
+def test_skip_unchanged_publishes_nothing_and_force_still_publishes(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = sync_env
+    prod = _push_fixture(env, capsys)
+    import cce_knowledge.sync.push as push_mod
+
+    # A later run: a re-publish would commit a new pushed_at.
+    monkeypatch.setattr(push_mod, "utc_now", lambda: "2099-01-01T00:00:00Z")
+    before = refs(env.bare)
+    base = ["knowledge", "push", "--corpus", "fixture", "--remote", env.url, "--dir", str(prod)]
+    rc, out, err = cli(capsys, *base, "--skip-unchanged", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["published"], doc["unchanged_skipped"], doc["guard"]) == (False, True, "unchanged")
+    assert (doc["snapshot"], doc["remote_snapshot"], doc["pushed_at"]) == (SNAP, SNAP, None)
+    assert "nothing pushed (--skip-unchanged)" in doc["report"]
+    assert refs(env.bare) == before  # no cache commit
+    rc, out, err = cli(capsys, *base, "--skip-unchanged")
+    assert rc == 0 and out.startswith(f"Corpus fixture@{SNAP} — the remote `current`"), err
+    assert refs(env.bare) == before
+    # --force skips the guard, so it re-publishes even with --skip-unchanged.
+    rc, out, err = cli(capsys, *base, "--skip-unchanged", "--force", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["published"], doc["unchanged_skipped"], doc["guard"]) == (True, False, "skipped")
+    assert refs(env.bare) != before
+
+
+def test_push_json_names_the_remote_snapshot_and_retention(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    root = env.root("p")
+    (root / ".cce").mkdir(parents=True, exist_ok=True)
+    (root / ".cce" / "config").write_text("knowledge:\n  sync:\n    retention: keep-last-1\n")
+    index(root, feed(["kn:1"]))
+    rc, out, err = _push(env, capsys, root, "--json")
+    assert rc == 0, err
+    first = json.loads(out)
+    assert (first["guard"], first["remote_snapshot"], first["retention"]) == (
+        "first-publish",
+        "",
+        "keep-last-1",
+    )
+    index(root, feed(["kn:1", "kn:2"]))
+    rc, out, err = _push(env, capsys, root, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["remote_snapshot"] == first["snapshot"]
+    assert doc["pruned"] == [first["key"]]

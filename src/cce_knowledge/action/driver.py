@@ -1,15 +1,20 @@
-"""The GitHub Action's pipeline driver (behind `cce action run`).
+"""The GitHub Action's step driver (behind `cce action run|validate|index|guard|push|pull`).
 
-action.yml hands every input to this command through `CCE_IN_*` environment variables
-(never by splicing `${{ inputs.* }}` into shell), and this driver composes the same
-`cce` commands a person would run: extract → validate → index → push --dry-run (the
-shrink guard) → ask gate → push. It writes step outputs, annotations and the job
-summary through `cce_knowledge.action.workflow_commands`.
+The root action.yml and each composable sub-action hand their inputs to this driver
+through `CCE_IN_*` environment variables (never by splicing `${{ inputs.* }}` into
+shell). The driver composes the same `cce` commands a person would run, reads their
+`--json` reports (never their human text), and is the one place that turns those
+reports into step outputs, annotations and the job summary.
+
+`run` (the all-in-one root Action) is extract → validate → index → push --dry-run (the
+shrink guard) → ask gate → push --skip-unchanged; each sub-action runs its own slice
+of the same steps.
 
 Each child process gets only the token it needs: the source token (as GITHUB_TOKEN)
-reaches `extract` alone, the cache token (as CCE_SYNC_TOKEN) reaches `push` alone.
-Child output is logged between `::stop-commands::` markers so feed text can never be
-read as a workflow command.
+reaches `extract` alone, the cache token (as CCE_SYNC_TOKEN) reaches push/pull alone.
+Child output is logged between `::stop-commands::` markers, and every other line of
+untrusted text the driver prints is escaped or fenced the same way, so feed or cache
+content can never be read as a workflow command.
 
 Imported only when `cce action` runs, so other commands never pay for it.
 """
@@ -17,152 +22,45 @@ Imported only when `cce action` runs, so other commands never pay for it.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from cce_knowledge.action.interface import INPUTS, OUTPUTS  # noqa: F401 (re-exported)
+from cce_knowledge.action import workflow_commands as actions
+from cce_knowledge.action.interface import (  # noqa: F401 (re-exported)
+    INPUTS,
+    OUTPUTS,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+)
+from cce_knowledge.action.push_report import PushReport, ReportError
+from cce_knowledge.action.state import RunState
+from cce_knowledge.action.summary import diff_section, render_summary
 
 # Tokens that must never reach a child that does not need them.
 _TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN")
 _RETENTION_RE = re.compile(r"(all|keep-last-[0-9]+)")
 _MAX_ANNOTATIONS = 50
+#: argparse's last stderr line: `prog: error: message`.
+_ARGPARSE_ERROR = re.compile(r"^\S.*?: error: .*$", re.M)
+#: The validate sub-action's default: every feed, suite and manifest in the tree.
+DEFAULT_VALIDATE_FILES = "**/*.jsonl **/*.manifest.json"
+_SKIPPED_DIRS = frozenset({"node_modules", "vendor"})
 
 
 def env_name(inp: str) -> str:
     return "CCE_IN_" + inp.upper().replace("-", "_")
 
 
-# --------------------------------------------------------------------------- parsing
-
-
-@dataclass
-class PushReport:
-    """What `cce knowledge push [--dry-run]` said, parsed from its spec-pinned text."""
-
-    kind: str  # diff | first | same | conflict | pushed
-    corpus: str = ""
-    snapshot: str = ""
-    remote_snapshot: str = ""
-    added: int = 0
-    removed: int = 0
-    changed: int = 0
-    added_ids: list[str] = field(default_factory=list)
-    removed_ids: list[str] = field(default_factory=list)
-    changed_ids: list[str] = field(default_factory=list)
-    key: str = ""
-    checksum: str = ""
-    data_as_of: str = ""
-    pushed_at: str = ""
-    retention: str = ""
-
-
-_DIFF_HEAD = re.compile(r"Corpus (\S+) — outgoing (\S+) vs remote current (\S+)")
-_DIFF_LINE = re.compile(r"  (added|removed|changed) *: (.*)")
-_FIRST = re.compile(r"Dry-run: corpus (\S+)@(\S+) — no remote `current` pointer")
-_SAME = re.compile(r"Dry-run: corpus (\S+)@(\S+) — the remote `current` already names")
-_CONFLICT = re.compile(r"Dry-run: corpus (\S+)@(\S+) is already published with DIFFERENT content")
-_PUSHED = re.compile(r"Pushed corpus (\S+)@(\S+)")
-_FIELD = re.compile(r"  (key|checksum|data as-of|pushed at|retention) *: (.*)")
-
-
-def _parse_list(text: str) -> tuple[int, list[str]]:
-    """`0` | `{n} — a, b` | `{n} — a, …, t … and {m} more` → (n, listed ids)."""
-    text = text.strip()
-    if text == "0":
-        return 0, []
-    n_text, _, rest = text.partition(" — ")
-    if not n_text.isdigit():
-        raise ValueError(f"unrecognised id list {text!r}")
-    rest = re.sub(r" … and [0-9]+ more$", "", rest)
-    return int(n_text), [s for s in rest.split(", ") if s]
-
-
-def parse_push_report(text: str) -> PushReport:
-    """Parse push output (stdout of success/dry-run, or the refusal after `error: `)."""
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        line = line.removeprefix("error: ")
-        if m := _DIFF_HEAD.match(line):
-            rep = PushReport("diff", corpus=m[1], snapshot=m[2], remote_snapshot=m[3])
-            for follow in lines[i + 1 : i + 6]:
-                if d := _DIFF_LINE.match(follow):
-                    n, ids = _parse_list(d[2])
-                    setattr(rep, d[1], n)
-                    setattr(rep, f"{d[1]}_ids", ids)
-            return rep
-        if m := _FIRST.match(line):
-            return PushReport("first", corpus=m[1], snapshot=m[2])
-        if m := _SAME.match(line):
-            return PushReport("same", corpus=m[1], snapshot=m[2], remote_snapshot=m[2])
-        if m := _CONFLICT.match(line):
-            return PushReport("conflict", corpus=m[1], snapshot=m[2], remote_snapshot=m[2])
-        if m := _PUSHED.match(line):
-            rep = PushReport("pushed", corpus=m[1], snapshot=m[2])
-            for follow in lines[i + 1 :]:
-                if f := _FIELD.match(follow):
-                    val = f[2].strip()
-                    name = f[1].replace(" ", "_").replace("-", "_")
-                    setattr(rep, name, "" if (name == "data_as_of" and val == "-") else val)
-            return rep
-    raise ValueError("unrecognised `cce knowledge push` output")
-
-
-# --------------------------------------------------------------------------- state
-
-
-@dataclass
-class RunState:
-    corpus: str = ""
-    feed: str = ""
-    snapshot: str = ""
-    records: int | None = None
-    chunks: int | None = None
-    distinct_ids: int = 0
-    data_as_of: str = ""
-    dry_run: bool = False
-    force: bool = False
-    published: bool = False
-    report: PushReport | None = None
-    pushed: PushReport | None = None
-    feed_errors: list[dict[str, Any]] = field(default_factory=list)
-    ask: dict[str, Any] | None = None
-    ask_failed: bool = False
-    failure: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    def outputs(self) -> dict[str, str]:
-        rep = self.report
-        diff = rep is not None and rep.kind in ("diff", "first", "same", "conflict")
-        added = (
-            rep.added
-            if rep and rep.kind == "diff"
-            else (self.distinct_ids if rep and rep.kind == "first" else 0)
-        )
-        key = self.pushed.key if self.pushed else ""
-        return {
-            "snapshot": self.snapshot,
-            "records": "" if self.records is None else str(self.records),
-            "chunks": "" if self.chunks is None else str(self.chunks),
-            "added": str(added) if diff else "",
-            "removed": str(rep.removed) if diff and rep else "",
-            "changed": str(rep.changed) if diff and rep else "",
-            "published": "true" if self.published else "false",
-            "artifact-key": key,
-        }
-
-
 class StepFailed(Exception):
     """A pipeline step refused; the message is safe to show (no tokens)."""
-
-
-# --------------------------------------------------------------------------- running
 
 
 def store_facts(root: str) -> tuple[str, int, int, int, str]:
@@ -184,16 +82,47 @@ def store_facts(root: str) -> tuple[str, int, int, int, str]:
     )
 
 
+def err_text(proc: subprocess.CompletedProcess[str]) -> str:
+    """Why a child failed, in one message: argparse's `error:` line rather than its
+    usage line, a crash by its last line, else the refusal without its `error: `."""
+    text = proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}"
+    if text.startswith("Traceback"):
+        # A crash, not a refusal: the last line names the exception; the log has the rest.
+        last = [ln for ln in text.split("\n") if ln.strip()][-1].strip()
+        return f"crashed (exit {proc.returncode}): {last}"
+    if text.startswith("usage:") and (m := _ARGPARSE_ERROR.findall(text)):
+        return m[-1].strip()
+    return text.removeprefix("error: ")
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        return None
+
+
 class Driver:
-    def __init__(self, inputs: dict[str, str], env: dict[str, str]) -> None:
+    def __init__(self, inputs: dict[str, str], env: dict[str, str], step: str = "run") -> None:
         self.inputs = inputs
         self.env = env
-        self.state = RunState()
+        self.step = step
+        self.state = RunState(step=step)
         self.secrets = [
             v for v in (inputs.get("cache-token", ""), inputs.get("source-token", "")) if v
         ]
+        self.root = "."
 
     # -- helpers ---------------------------------------------------------------------------
+    def inp(self, name: str) -> str:
+        return self.inputs.get(name, "").strip()
+
+    def _bool(self, name: str, default: bool = False) -> bool:
+        try:
+            return actions.parse_bool_input(name, self.inputs.get(name), default)
+        except actions.ActionsError as e:
+            raise StepFailed(str(e)) from None
+
     def _scrub(self, text: str) -> str:
         for s in self.secrets:
             text = text.replace(s, "***")
@@ -214,8 +143,6 @@ class Driver:
         self, title: str, args: list[str], extra_env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run `cce ARGS` in this interpreter, log its output safely, return it."""
-        from cce_knowledge.action import workflow_commands as actions
-
         cmd = [sys.executable, "-m", "cce_knowledge", *args]
         print(f"::group::{actions.escape_data(title)}", flush=True)
         try:
@@ -235,85 +162,166 @@ class Driver:
         proc.stderr = self._scrub(proc.stderr)
         return proc
 
-    @staticmethod
-    def _err_text(proc: subprocess.CompletedProcess[str]) -> str:
-        text = proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}"
-        if text.startswith("Traceback"):
-            # A crash, not a refusal: the last line names the exception; the log has the rest.
-            last = [ln for ln in text.split("\n") if ln.strip()][-1].strip()
-            return f"crashed (exit {proc.returncode}): {last}"
-        return text.removeprefix("error: ")
+    def _workspace_relative(self, path: str) -> str:
+        ws = self.env.get("GITHUB_WORKSPACE")
+        p = Path(path).resolve()
+        if ws:
+            try:
+                return p.relative_to(Path(ws).resolve()).as_posix()
+            except ValueError:
+                pass
+        return str(p)
 
-    # -- steps ------------------------------------------------------------------------------
+    def _cache_env(self) -> dict[str, str]:
+        tok = self.inputs.get("cache-token", "")
+        return {"CCE_SYNC_TOKEN": tok} if tok else {}
+
+    def _push_args(self) -> list[str]:
+        args = ["knowledge", "push", "--dir", self.root, "--json"]
+        if c := self.inp("corpus"):
+            args += ["--corpus", c]
+        if r := self.inp("remote"):
+            args += ["--remote", r]
+        return args
+
+    def _push_report(self, step: str, proc: subprocess.CompletedProcess[str]) -> PushReport:
+        """The push (or dry-run) report; its corpus becomes the run's corpus."""
+        try:
+            rep = PushReport.from_json(proc.stdout)
+        except ReportError as e:
+            raise StepFailed(
+                f"{step}: unreadable `cce knowledge push --json` report: {e}"
+            ) from None
+        self.state.corpus = rep.corpus
+        return rep
+
+    def _enter_working_directory(self) -> None:
+        wd = self.inp("working-directory") or "."
+        Path(wd).mkdir(parents=True, exist_ok=True)
+        os.chdir(wd)
+
+    def _load_store_facts(self) -> None:
+        try:
+            facts = store_facts(self.root)
+        except Exception as e:  # a store we just wrote must be readable; say so plainly if not
+            raise StepFailed(f"no readable knowledge store here: {e}") from None
+        st = self.state
+        st.snapshot, st.records, st.chunks, st.distinct_ids, st.data_as_of = facts
+
+    # -- entry -----------------------------------------------------------------------------
     def run(self) -> int:
-        from cce_knowledge.action import workflow_commands as actions
-
         for s in self.secrets:
             actions.add_mask(s)
         try:
-            self._pipeline()
+            self.STEPS[self.step](self)
             rc = 0
         except StepFailed as e:
-            self.state.failure = str(e)
-            first = str(e).split("\n", 1)[0]
-            print(actions.annotation("error", first, title="cce-knowledge"), flush=True)
-            print(f"error: {e}", file=sys.stderr, flush=True)
+            self.fail(str(e))
             rc = 1
         self._write_outputs()
         self._write_summary()
         return rc
 
-    def _pipeline(self) -> None:
-        from cce_knowledge.action import workflow_commands as actions
+    def fail(self, message: str) -> None:
+        """Record the failure, annotate it (escaped: one command line, whatever the
+        text) and log it inside a stop-commands window."""
+        self.state.failure = message
+        print(actions.annotation("error", message, title="cce-knowledge"), flush=True)
+        with actions.stop_commands(sys.stderr):
+            print(f"error: {message}", file=sys.stderr, flush=True)
 
-        inp = self.inputs
+    # -- pipelines (one per action) --------------------------------------------------------
+    def pipeline_run(self) -> None:
+        """The all-in-one root Action."""
         st = self.state
-        try:
-            st.dry_run = actions.parse_bool_input("dry-run", inp.get("dry-run"), False)
-            st.force = actions.parse_bool_input("force", inp.get("force"), False)
-        except actions.ActionsError as e:
-            raise StepFailed(str(e)) from None
-        st.corpus = inp.get("corpus", "").strip()
-        wd = inp.get("working-directory", "").strip() or "."
-        Path(wd).mkdir(parents=True, exist_ok=True)
-        os.chdir(wd)
-        root = "."
+        st.dry_run = self._bool("dry-run")
+        st.force = self._bool("force")
+        st.corpus = self.inp("corpus")
+        self._enter_working_directory()
+        retention = self._retention_input()
+        self.step_feed()
+        if retention:
+            self.write_retention(retention)
+        self.step_guard(fail_on_shrink=True)
+        if suite := self.inp("ask-suite"):
+            self.step_ask(suite)
+        if st.dry_run:
+            st.notes.append("dry-run: nothing was published")
+            return
+        self.step_push(skip_unchanged=True)
 
-        retention = inp.get("retention", "").strip()
+    def pipeline_validate(self) -> None:
+        self._enter_working_directory()
+        self.step_validate_files(self.inp("files") or DEFAULT_VALIDATE_FILES)
+
+    def pipeline_index(self) -> None:
+        self._enter_working_directory()
+        self.step_feed()
+
+    def pipeline_guard(self) -> None:
+        self.state.force = self._bool("force")
+        fail_on_shrink = self._bool("fail-on-shrink", True)
+        self.state.corpus = self.inp("corpus")
+        self._enter_working_directory()
+        self._load_store_facts()
+        self.step_guard(fail_on_shrink=fail_on_shrink)
+
+    def pipeline_push(self) -> None:
+        st = self.state
+        st.force = self._bool("force")
+        skip_unchanged = self._bool("skip-unchanged", True)
+        st.corpus = self.inp("corpus")
+        self._enter_working_directory()
+        retention = self._retention_input()
+        self._load_store_facts()
+        if retention:
+            self.write_retention(retention)
+        if suite := self.inp("ask-suite"):
+            self.step_ask(suite)
+        self.step_push(skip_unchanged=skip_unchanged)
+
+    def pipeline_pull(self) -> None:
+        self.state.corpus = self.inp("corpus")
+        self._enter_working_directory()
+        self.step_pull()
+
+    STEPS: ClassVar[dict[str, Callable[[Driver], None]]] = {
+        "run": pipeline_run,
+        "validate": pipeline_validate,
+        "index": pipeline_index,
+        "guard": pipeline_guard,
+        "push": pipeline_push,
+        "pull": pipeline_pull,
+    }
+
+    # -- steps -----------------------------------------------------------------------------
+    def _retention_input(self) -> str:
+        retention = self.inp("retention")
         if retention and not _RETENTION_RE.fullmatch(retention):
             raise StepFailed(
                 f"input `retention`: expected `all` or `keep-last-<n>`, got {retention!r}"
             )
+        return retention
 
-        feed = inp.get("feed", "").strip()
-        manifest = inp.get("manifest", "").strip()
-        extract = inp.get("extract", "").strip()
+    def step_feed(self) -> None:
+        """Optional extract, then validate and index the feed; fills the store facts."""
+        feed, manifest, extract = self.inp("feed"), self.inp("manifest"), self.inp("extract")
         if extract:
             feed = feed or str(
                 Path(self.env.get("RUNNER_TEMP") or ".cce-action") / "cce-knowledge" / "feed.jsonl"
             )
             manifest = manifest or feed + ".manifest.json"
-            self._extract(extract, feed, manifest)
+            self.step_extract(extract, feed, manifest)
         if not feed:
             raise StepFailed("input `feed` is required unless `extract` produces one")
         if not Path(feed).is_file():
+            wd = self.inp("working-directory") or "."
             raise StepFailed(f"feed not found: {feed} (relative to working-directory {wd})")
-        st.feed = feed
+        self.state.feed = feed
+        self.step_validate_feed(feed)
+        self.step_index(feed, manifest)
 
-        self._validate(feed)
-        self._index(feed, manifest, root)
-        if retention:
-            self._write_retention(root, retention)
-        self._guard(root)
-        suite = inp.get("ask-suite", "").strip()
-        if suite:
-            self._ask(suite, root)
-        if st.dry_run:
-            st.notes.append("dry-run: nothing was published")
-            return
-        self._push(root)
-
-    def _extract(self, extract: str, feed: str, manifest: str) -> None:
+    def step_extract(self, extract: str, feed: str, manifest: str) -> None:
         try:
             argv = shlex.split(extract)
         except ValueError as e:
@@ -332,25 +340,16 @@ class Driver:
             extra,
         )
         if proc.returncode != 0:
-            raise StepFailed(f"extract failed: {self._err_text(proc)}")
+            raise StepFailed(f"extract failed: {err_text(proc)}")
 
-    def _validate(self, feed: str) -> None:
-        from cce_knowledge.action import workflow_commands as actions
-
-        proc = self.cce("validate feed", ["knowledge", "validate", feed, "--format", "json"])
-        if proc.returncode == 0:
-            return
-        errors: list[dict[str, Any]] = []
-        try:
-            doc = json.loads(proc.stdout) if proc.stdout.strip() else None
-        except json.JSONDecodeError:
-            doc = None
+    def _validate(self, title: str, files: list[str]) -> subprocess.CompletedProcess[str]:
+        """`cce knowledge validate --json FILES`; its problems annotated and kept."""
+        proc = self.cce(title, ["knowledge", "validate", "--json", "--", *files])
+        doc = _json_or_none(proc.stdout)
         if isinstance(doc, dict):
             doc = doc.get("errors")
-        if isinstance(doc, list):
-            errors = [e for e in doc if isinstance(e, dict)]
+        errors = [e for e in doc if isinstance(e, dict)] if isinstance(doc, list) else []
         self.state.feed_errors = errors
-        ann_file = self._workspace_relative(feed)
         for e in errors[:_MAX_ANNOTATIONS]:
             line = e.get("line")
             path = str(e.get("path") or "")
@@ -359,48 +358,54 @@ class Driver:
                 actions.annotation(
                     "error",
                     msg,
-                    file=ann_file,
+                    file=self._workspace_relative(str(e.get("file") or files[0])),
                     line=line if isinstance(line, int) else None,
-                    title="invalid cce.knowledge/v1 record",
+                    title="invalid cce.knowledge contract file",
                 ),
                 flush=True,
             )
-        if errors:
-            raise StepFailed(f"feed {feed} failed validation: {len(errors)} problem(s)")
-        raise StepFailed(f"feed {feed} failed validation: {self._err_text(proc)}")
+        return proc
 
-    def _workspace_relative(self, path: str) -> str:
-        ws = self.env.get("GITHUB_WORKSPACE")
-        p = Path(path).resolve()
-        if ws:
-            try:
-                return p.relative_to(Path(ws).resolve()).as_posix()
-            except ValueError:
-                pass
-        return str(p)
+    def step_validate_feed(self, feed: str) -> None:
+        proc = self._validate("validate feed", [feed])
+        if proc.returncode == 0:
+            return
+        n = len(self.state.feed_errors)
+        if n:
+            raise StepFailed(f"feed {feed} failed validation: {n} problem(s)")
+        raise StepFailed(f"feed {feed} failed validation: {err_text(proc)}")
 
-    def _index(self, feed: str, manifest: str, root: str) -> None:
-        args = ["knowledge", "index", feed, "--dir", root]
+    def step_validate_files(self, patterns: str) -> None:
+        files = expand_files(patterns)
+        self.state.files = files
+        if not files:
+            self.state.notes.append(f"no file matched {patterns!r}")
+            return
+        proc = self._validate(f"validate {len(files)} file(s)", files)
+        if proc.returncode == 0:
+            return
+        n = len(self.state.feed_errors)
+        if n:
+            raise StepFailed(f"{n} problem(s) in {len(files)} file(s)")
+        raise StepFailed(f"validate failed: {err_text(proc)}")
+
+    def step_index(self, feed: str, manifest: str) -> None:
+        args = ["knowledge", "index", feed, "--dir", self.root]
         if manifest:
             args += ["--manifest", manifest]
         proc = self.cce("index", args)
         if proc.returncode != 0:
-            raise StepFailed(f"index failed: {self._err_text(proc)}")
-        try:
-            facts = store_facts(root)
-        except Exception as e:  # a store we just wrote must be readable; say so plainly if not
-            raise StepFailed(f"index wrote no readable store: {e}") from None
-        st = self.state
-        st.snapshot, st.records, st.chunks, st.distinct_ids, st.data_as_of = facts
+            raise StepFailed(f"index failed: {err_text(proc)}")
+        self._load_store_facts()
 
-    def _write_retention(self, root: str, retention: str) -> None:
+    def write_retention(self, retention: str) -> None:
         """Set knowledge.sync.retention in <root>/.cce/config, keeping the rest of the file."""
         from ruamel.yaml import YAML
 
         from cce_knowledge.config.reader import config_path
         from cce_knowledge.core.atomic import atomic_write
 
-        path = config_path(root)
+        path = config_path(self.root)
         yaml = YAML()  # round-trip: comments and other keys survive
         doc: Any = None
         if path.is_file():
@@ -419,231 +424,132 @@ class Driver:
         if not isinstance(s, dict):
             s = k["sync"] = {}
         s["retention"] = retention
-        import io
-
         buf = io.StringIO()
         yaml.dump(doc, buf)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, buf.getvalue().encode("utf-8"))
 
-    def _push_args(self, root: str) -> list[str]:
-        args = ["knowledge", "push", "--dir", root]
-        if c := self.inputs.get("corpus", "").strip():
-            args += ["--corpus", c]
-        if r := self.inputs.get("remote", "").strip():
-            args += ["--remote", r]
-        return args
-
-    def _cache_env(self) -> dict[str, str]:
-        tok = self.inputs.get("cache-token", "")
-        return {"CCE_SYNC_TOKEN": tok} if tok else {}
-
-    def _guard(self, root: str) -> None:
+    def step_guard(self, *, fail_on_shrink: bool) -> None:
+        """`push --dry-run --json`: the diff against the remote `current`; refuses a
+        shrink or a divergent snapshot unless `force` (or a dry-run / fail_on_shrink off)."""
         st = self.state
         proc = self.cce(
-            "shrink guard (push --dry-run)",
-            [*self._push_args(root), "--dry-run"],
-            self._cache_env(),
+            "shrink guard (push --dry-run)", [*self._push_args(), "--dry-run"], self._cache_env()
         )
         if proc.returncode != 0:
-            if st.force and not st.dry_run:
+            if st.force and not st.dry_run and st.step == "run":
                 st.notes.append(
-                    "shrink guard could not run; `force` pushes without it: " + self._err_text(proc)
+                    "shrink guard could not run; `force` pushes without it: " + err_text(proc)
                 )
                 return
-            raise StepFailed(f"shrink guard failed: {self._err_text(proc)}")
-        rep = st.report = self._push_report("shrink guard", proc.stdout)
-        if rep.kind == "conflict" and not st.force and not st.dry_run:
+            raise StepFailed(f"shrink guard failed: {err_text(proc)}")
+        rep = st.report = self._push_report("shrink guard", proc)
+        if st.force or st.dry_run or not fail_on_shrink:
+            return
+        if rep.guard == "divergent":
             raise StepFailed(
                 f"corpus {rep.corpus}@{rep.snapshot} is already published with different content; "
                 "set `force: true` to overwrite it"
             )
-        if rep.removed and not st.force and not st.dry_run:
+        if rep.removed:
             raise StepFailed(
                 f"refusing to publish: {rep.removed} record{'s' if rep.removed != 1 else ''} live on "
                 f"the remote would be dropped from corpus {rep.corpus}. Set `force: true` for an "
                 "intentional shrink, or `dry-run: true` to inspect."
             )
 
-    def _push_report(self, step: str, stdout: str) -> PushReport:
-        """The push (or dry-run) report; its corpus becomes the run's corpus."""
-        try:
-            rep = parse_push_report(stdout)
-        except ValueError as e:
-            raise StepFailed(f"{step}: {e}") from None
-        self.state.corpus = rep.corpus
-        return rep
-
-    def _ask(self, suite: str, root: str) -> None:
-        proc = self.cce("ask gate", ["knowledge", "ask", suite, "--dir", root, "--json"])
-        try:
-            doc = json.loads(proc.stdout) if proc.stdout.strip() else None
-        except json.JSONDecodeError:
-            doc = None
+    def step_ask(self, suite: str) -> None:
+        proc = self.cce("ask gate", ["knowledge", "ask", suite, "--dir", self.root, "--json"])
+        doc = _json_or_none(proc.stdout)
         self.state.ask = doc if isinstance(doc, dict) else None
         if proc.returncode != 0:
             self.state.ask_failed = True
-            raise StepFailed(f"ask gate failed: {self._err_text(proc)}")
+            raise StepFailed(f"ask gate failed: {err_text(proc)}")
 
-    def _push(self, root: str) -> None:
+    def step_push(self, *, skip_unchanged: bool) -> None:
         st = self.state
-        args = self._push_args(root) + (["--force"] if st.force else [])
+        args = self._push_args()
+        if st.force:
+            args.append("--force")
+        if skip_unchanged:
+            args.append("--skip-unchanged")
         proc = self.cce("push", args, self._cache_env())
         if proc.returncode != 0:
-            raise StepFailed(f"push failed: {self._err_text(proc)}")
-        st.pushed = self._push_report("push", proc.stdout)
-        st.published = True
-        for line in proc.stdout.split("\n"):
-            if line.startswith("  warning: "):
-                st.notes.append(line.strip())
+            raise StepFailed(f"push failed: {err_text(proc)}")
+        rep = st.pushed = self._push_report("push", proc)
+        st.published = rep.published
+        if rep.unchanged_skipped:
+            st.notes.append(
+                f"unchanged: the remote `current` already names snapshot {rep.snapshot}; "
+                "nothing was published (set `force: true` to re-publish)"
+            )
+        if rep.retention_warning:
+            st.notes.append(f"warning: retention prune failed — {rep.retention_warning}")
+
+    def step_pull(self) -> None:
+        st = self.state
+        args = ["knowledge", "pull", "--dir", self.root, "--json"]
+        for flag, name in (
+            ("--corpus", "corpus"),
+            ("--remote", "remote"),
+            ("--snapshot", "snapshot"),
+        ):
+            if v := self.inp(name):
+                args += [flag, v]
+        proc = self.cce("pull", args, self._cache_env())
+        if proc.returncode != 0:
+            raise StepFailed(f"pull failed: {err_text(proc)}")
+        doc = _json_or_none(proc.stdout)
+        if not isinstance(doc, dict):
+            raise StepFailed("pull: unreadable `cce knowledge pull --json` report")
+        st.pulled = doc
+        st.corpus = str(doc.get("corpus_id") or st.corpus)
+        self._load_store_facts()
 
     # -- reporting --------------------------------------------------------------------------
     def _write_outputs(self) -> None:
-        from cce_knowledge.action import workflow_commands as actions
-
+        diff_md = diff_section(self.state) if "diff-markdown" in STEP_OUTPUTS[self.step] else ""
+        all_outputs = self.state.outputs(diff_md)
+        outputs = {k: all_outputs[k] for k in STEP_OUTPUTS[self.step]}
         if not self.env.get("GITHUB_OUTPUT"):
-            for k, v in self.state.outputs().items():
-                print(f"{k}={v}")
+            # Outside Actions: name=value on stdout; the values may hold feed text.
+            with actions.stop_commands():
+                for k, v in outputs.items():
+                    print(f"{k}={v}")
             return
-        for k, v in self.state.outputs().items():
+        for k, v in outputs.items():
             actions.set_output(k, v, self.env["GITHUB_OUTPUT"])
 
     def _write_summary(self) -> None:
-        from cce_knowledge.action import workflow_commands as actions
-
         path = self.env.get("GITHUB_STEP_SUMMARY")
         if path:
             actions.append_summary(render_summary(self.state), path)
 
 
-def _ids_cell(n: int, ids: list[str]) -> str:
-    from cce_knowledge.action.workflow_commands import md_code
-
-    if not n:
-        return "—"
-    shown = ", ".join(md_code(i) for i in ids)
-    more = n - len(ids)
-    return shown + (f" … and {more} more" if more > 0 else "")
-
-
-def render_summary(st: RunState) -> str:
-    """The job summary: status, counts, diff, freshness, ask report (markdown)."""
-    from cce_knowledge.action.workflow_commands import md_code, md_table
-
-    out: list[str] = []
-    name = md_code(st.corpus) if st.corpus else "(corpus unresolved)"
-    if st.failure:
-        status = "❌ failed"
-    elif st.published:
-        status = "✅ published"
-    elif st.dry_run:
-        status = "🔍 dry-run (nothing published)"
-    else:
-        status = "not published"
-    out.append(f"## cce-knowledge: {name} — {status}\n")
-    if st.failure:
-        out.append("```text\n" + st.failure.replace("```", "`\u200b``") + "\n```\n")
-    rows = [
-        ["snapshot", md_code(st.snapshot) if st.snapshot else "—"],
-        ["records", str(st.records) if st.records is not None else "—"],
-        ["chunks", str(st.chunks) if st.chunks is not None else "—"],
-        ["data as of", md_code(st.data_as_of) if st.data_as_of else "—"],
-        ["published", "true" if st.published else "false"],
-    ]
-    if st.pushed:
-        rows.append(["artifact key", md_code(st.pushed.key)])
-        if st.pushed.pushed_at:
-            rows.append(["pushed at", md_code(st.pushed.pushed_at)])
-        if st.pushed.retention:
-            rows.append(["retention", md_code(st.pushed.retention)])
-    out.append(md_table(["", ""], rows))
-    rep = st.report
-    if rep is not None:
-        out.append("\n### Diff against the remote\n")
-        if rep.kind == "first":
-            out.append(
-                f"First publish of this corpus: {st.distinct_ids} record(s) would be added.\n"
-            )
-        elif rep.kind == "same":
-            out.append("The remote `current` already names this snapshot with identical content.\n")
-        elif rep.kind == "conflict":
-            out.append(
-                "The remote already has this snapshot id with **different** content "
-                "(a different `max_section_tokens` or redactor version).\n"
-            )
-        else:
-            out.append(
-                f"Outgoing {md_code(rep.snapshot)} vs remote current {md_code(rep.remote_snapshot)}\n\n"
-            )
-            out.append(
-                md_table(
-                    ["", "count", "records"],
-                    [
-                        ["added", str(rep.added), _ids_cell(rep.added, rep.added_ids)],
-                        ["removed", str(rep.removed), _ids_cell(rep.removed, rep.removed_ids)],
-                        ["changed", str(rep.changed), _ids_cell(rep.changed, rep.changed_ids)],
-                    ],
-                )
-            )
-    if st.feed_errors:
-        out.append(f"\n### Feed problems ({len(st.feed_errors)})\n")
-        rows = [
-            [
-                str(e.get("line", "")),
-                md_code(str(e.get("path", ""))),
-                md_code(str(e.get("message", ""))),
-            ]
-            for e in st.feed_errors[:_MAX_ANNOTATIONS]
-        ]
-        out.append(md_table(["line", "field", "problem"], rows))
-    if st.ask is not None:
-        a = st.ask
-        verdict = "❌ regression" if st.ask_failed else "✅ all proven"
-        out.append(f"\n### Ask suite — {a.get('proven')}/{a.get('queries')} proven ({verdict})\n")
-        rows = []
-        for c in a.get("cases") or []:
-            if not isinstance(c, dict):
-                continue
-            rank = c.get("first_hit_rank")
-            rows.append(
-                [
-                    md_code(str(c.get("id", ""))),
-                    str(c.get("precision_at_k", "")),
-                    str(c.get("recall", "")),
-                    str(c.get("mrr", "")),
-                    "-" if rank is None else str(rank),
-                    "yes" if c.get("proven") else "**NO**",
-                ]
-            )
-        rows.append(
-            [
-                "mean",
-                str(a.get("precision_at_k", "")),
-                str(a.get("recall", "")),
-                str(a.get("mrr", "")),
-                "",
-                "",
-            ]
-        )
-        out.append(md_table(["query", "P@k", "recall", "MRR", "rank", "proven"], rows))
-    elif st.ask_failed:
-        out.append("\n### Ask suite\nThe suite could not be run (see the log).\n")
-    if st.notes:
-        out.append(
-            "\n"
-            + "\n".join(f"- {md_code(n) if n.startswith('warning') else n}" for n in st.notes)
-            + "\n"
-        )
-    return "\n".join(s.rstrip("\n") for s in out) + "\n"
+def expand_files(patterns: str) -> list[str]:
+    """Whitespace-separated paths or globs (`**` recurses), relative to the working
+    directory, in sorted order without duplicates. Hidden directories, vendor/ and
+    node_modules/ are skipped, as by the docs adapter."""
+    found: dict[str, None] = {}
+    for pat in patterns.split():
+        if not any(ch in pat for ch in "*?["):
+            found.setdefault(pat, None)
+            continue
+        for p in sorted(Path(".").glob(pat)):
+            parts = p.parts[:-1]
+            if p.is_file() and not any(x.startswith(".") or x in _SKIPPED_DIRS for x in parts):
+                found.setdefault(p.as_posix(), None)
+    return list(found)
 
 
 # --------------------------------------------------------------------------- CLI
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    step = args.action_command or "run"
     env = dict(os.environ)
     inputs: dict[str, str] = {}
-    for inp in INPUTS:
+    for inp in STEP_INPUTS[step]:
         flag = getattr(args, inp.replace("-", "_"), None)
         inputs[inp] = flag if flag is not None else env.get(env_name(inp), "")
-    return Driver(inputs, env).run()
+    return Driver(inputs, env, step).run()

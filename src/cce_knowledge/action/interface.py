@@ -1,6 +1,8 @@
-"""The Action's interface: input and output names as in action.yml (stdlib-free,
-shared by the CLI parser and the driver)."""
+"""The Action's interface: input and output names of the root action.yml and of each
+composable sub-action (setup/ aside, which is shell only), shared by the CLI parser,
+the driver and the tests that hold the action.yml files to it. Stdlib-free."""
 
+#: The all-in-one root action.yml (`cce action run`).
 INPUTS = (
     "feed",
     "manifest",
@@ -26,3 +28,42 @@ OUTPUTS = (
     "published",
     "artifact-key",
 )
+
+#: step (`cce action <step>`, the sub-action directory of the same name) → inputs.
+STEP_INPUTS: dict[str, tuple[str, ...]] = {
+    "run": INPUTS,
+    "validate": ("files", "working-directory"),
+    "index": ("feed", "manifest", "extract", "source-token", "working-directory"),
+    "guard": (
+        "corpus",
+        "remote",
+        "cache-token",
+        "force",
+        "fail-on-shrink",
+        "working-directory",
+    ),
+    "push": (
+        "corpus",
+        "remote",
+        "cache-token",
+        "retention",
+        "force",
+        "skip-unchanged",
+        "ask-suite",
+        "working-directory",
+    ),
+    "pull": ("corpus", "remote", "cache-token", "snapshot", "working-directory"),
+}
+
+#: step → outputs it writes to $GITHUB_OUTPUT.
+STEP_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "run": OUTPUTS,
+    "validate": ("files", "problems"),
+    "index": ("snapshot", "records", "chunks", "feed"),
+    "guard": ("status", "remote-snapshot", "added", "removed", "changed", "diff-markdown"),
+    "push": ("published", "status", "snapshot", "artifact-key"),
+    "pull": ("snapshot", "records", "chunks"),
+}
+
+#: Every input any step reads (the driver's CCE_IN_* environment variables).
+ALL_INPUTS = tuple(dict.fromkeys(i for ins in STEP_INPUTS.values() for i in ins))

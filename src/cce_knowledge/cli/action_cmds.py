@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cce_knowledge.action.interface import INPUTS, OUTPUTS  # noqa: F401 (re-exported)
+from cce_knowledge.action.interface import (  # noqa: F401 (INPUTS/OUTPUTS re-exported)
+    INPUTS,
+    OUTPUTS,
+    STEP_INPUTS,
+)
 
 
 def _handle_run(args: argparse.Namespace) -> int:
@@ -18,48 +22,92 @@ def _handle_run(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+_HELP = {
+    "feed": "cce.knowledge/v1 feed path (required unless --extract)",
+    "manifest": "cce.feed-manifest/v1 sidecar; index refuses a feed that does not match",
+    "extract": "adapter and its arguments, e.g. 'github --repo acme/app'",
+    "corpus": "corpus id (default: knowledge.sync.corpus_id)",
+    "remote": "cache git URL (default: knowledge.sync.remote / sync.remote)",
+    "cache-token": "token for the cache (prefer the CCE_IN_CACHE_TOKEN env var)",
+    "source-token": "READ token for the extract source (prefer CCE_IN_SOURCE_TOKEN)",
+    "retention": "all | keep-last-<n>, written to knowledge.sync.retention",
+    "dry-run": "true: run everything up to the push, publish nothing",
+    "force": "true: allow a shrinking or overwriting publish (skips the push guard)",
+    "ask-suite": "cce.knowledge.ask/v1 suite that must pass before publishing",
+    "working-directory": "project root holding .cce/ (created if missing; default .)",
+    "files": "paths or globs to validate, space-separated (default '**/*.jsonl **/*.manifest.json')",
+    "fail-on-shrink": "true (default): fail when records would be dropped or a snapshot diverges",
+    "skip-unchanged": "true (default): publish nothing when the remote already has this snapshot",
+    "snapshot": "a published snapshot to install (default: the remote `current`)",
+}
+
+_STEP_HELP = {
+    "run": (
+        "extract → validate → index → shrink guard → ask gate → push, with outputs and summary",
+        "Run the Action's pipeline: optional extract, validate, index (with the\n"
+        "manifest when given), push --dry-run as the shrink guard, optional ask\n"
+        "gate, then push --skip-unchanged (an unchanged snapshot publishes nothing\n"
+        "unless --force).",
+    ),
+    "validate": (
+        "validate feeds, manifests and ask suites with file/line annotations",
+        "Validate every file the patterns match with `cce knowledge validate --json`\n"
+        "and annotate each problem with its file and line (the validate sub-action).",
+    ),
+    "index": (
+        "optional extract, validate and index a feed into the store",
+        "Optional extract, then validate and index the feed (with the manifest when\n"
+        "given) into <working-directory>/.cce/knowledge (the index sub-action).",
+    ),
+    "guard": (
+        "the shrink-guard dry-run: diff the store against the remote current",
+        "Run `cce knowledge push --dry-run --json` and report added/removed/changed\n"
+        "records and a markdown diff; fail on a shrink unless --force or\n"
+        "--fail-on-shrink false (the guard sub-action).",
+    ),
+    "push": (
+        "optional ask gate, then publish with retention (skip an unchanged snapshot)",
+        "Optional retention and ask gate, then `cce knowledge push --json`\n"
+        "(--skip-unchanged by default; the push's own guard refuses a shrink unless\n"
+        "--force) (the push sub-action).",
+    ),
+    "pull": (
+        "install a published corpus from the cache",
+        "Run `cce knowledge pull --json` into <working-directory> (the pull sub-action).",
+    ),
+}
+
+_COMMON_TAIL = (
+    "\n\nEach option defaults to its CCE_IN_<NAME> environment variable (how the\n"
+    "action.yml files pass inputs). Outputs go to $GITHUB_OUTPUT (or stdout as\n"
+    "name=value outside Actions); a markdown summary goes to $GITHUB_STEP_SUMMARY\n"
+    "when set. Exit 1 when any step refuses."
+)
+
+
 def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     ap = sub.add_parser(
         "action",
-        help="GitHub Action helpers (the Action's pipeline driver)",
+        help="GitHub Action helpers (the Action's step driver)",
         formatter_class=formatter_class,
-        description="Helpers behind the cce-knowledge GitHub Action (action.yml).",
+        description=(
+            "Helpers behind the cce-knowledge GitHub Action: `run` is the all-in-one\n"
+            "root action.yml, the others are its composable sub-actions."
+        ),
     )
     asub = ap.add_subparsers(dest="action_command", metavar="SUBCOMMAND")
     ap.set_defaults(_parser=ap)
-    rp = asub.add_parser(
-        "run",
-        help="extract → validate → index → shrink guard → ask gate → push, with outputs and summary",
-        formatter_class=formatter_class,
-        description=(
-            "Run the Action's pipeline: optional extract, validate, index (with the\n"
-            "manifest when given), push --dry-run as the shrink guard, optional ask\n"
-            "gate, then push. Each option defaults to its CCE_IN_<NAME> environment\n"
-            "variable (how action.yml passes inputs). Outputs go to $GITHUB_OUTPUT\n"
-            "(or stdout as name=value outside Actions); a markdown summary goes to\n"
-            "$GITHUB_STEP_SUMMARY when set. Exit 1 when any step refuses."
-        ),
-    )
-    help_text = {
-        "feed": "cce.knowledge/v1 feed path (required unless --extract)",
-        "manifest": "cce.feed-manifest/v1 sidecar; index refuses a feed that does not match",
-        "extract": "adapter and its arguments, e.g. 'github --repo acme/app'",
-        "corpus": "corpus id (default: knowledge.sync.corpus_id)",
-        "remote": "cache git URL (default: knowledge.sync.remote / sync.remote)",
-        "cache-token": "WRITE token for the cache (prefer the CCE_IN_CACHE_TOKEN env var)",
-        "source-token": "READ token for the extract source (prefer CCE_IN_SOURCE_TOKEN)",
-        "retention": "all | keep-last-<n>, written to knowledge.sync.retention",
-        "dry-run": "true: run everything up to the push, publish nothing",
-        "force": "true: allow a shrinking publish",
-        "ask-suite": "cce.knowledge.ask/v1 suite that must pass before publishing",
-        "working-directory": "project root holding .cce/ (created if missing; default .)",
-    }
-    for inp in INPUTS:
-        rp.add_argument(
-            f"--{inp}",
-            dest=inp.replace("-", "_"),
-            default=None,
-            metavar="VALUE",
-            help=help_text[inp],
+    for step, inputs in STEP_INPUTS.items():
+        short, long = _STEP_HELP[step]
+        rp = asub.add_parser(
+            step, help=short, formatter_class=formatter_class, description=long + _COMMON_TAIL
         )
-    rp.set_defaults(func=_handle_run)
+        for inp in inputs:
+            rp.add_argument(
+                f"--{inp}",
+                dest=inp.replace("-", "_"),
+                default=None,
+                metavar="VALUE",
+                help=_HELP[inp],
+            )
+        rp.set_defaults(func=_handle_run)

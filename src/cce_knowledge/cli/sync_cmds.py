@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet
+
+if TYPE_CHECKING:
+    from cce_knowledge.sync.push import PushResult
 
 _REMOTE_HELP = "cache repository URL (overrides knowledge.sync.remote / sync.remote)"
 _EXIT = "exit status: 0 {ok}, 1 refused or failed, 2 usage error"
@@ -28,35 +31,48 @@ def _json(obj: Any) -> None:
 # ---------------------------------------------------------------- knowledge push / pull
 
 
+def _print_push_json(res: PushResult, *, dry_run: bool) -> None:
+    """The program-facing push report (what the Action's driver reads)."""
+    _json(
+        {
+            "added": res.added,
+            "changed": res.changed,
+            "checksum": res.checksum,
+            "chunks": res.chunks,
+            "corpus_id": res.corpus_id,
+            "data_as_of": res.data_as_of,
+            "dry_run": dry_run,
+            "guard": res.guard,
+            "key": res.key,
+            "published": res.published,
+            "pruned": res.pruned,
+            "pushed_at": res.pushed_at,
+            "records": res.records,
+            "remote": res.remote,
+            "remote_snapshot": res.remote_snapshot,
+            "removed": res.removed,
+            "report": res.report,
+            "retention": res.retention,
+            "retention_warning": res.retention_warning,
+            "snapshot": res.snapshot,
+            "unchanged_skipped": res.unchanged_skipped,
+        }
+    )
+
+
 def _push(args: argparse.Namespace) -> int:
     from cce_knowledge.sync.push import push_corpus
 
     res = push_corpus(
-        args.dir, corpus=args.corpus, remote=args.remote, force=args.force, dry_run=args.dry_run
+        args.dir,
+        corpus=args.corpus,
+        remote=args.remote,
+        force=args.force,
+        dry_run=args.dry_run,
+        skip_unchanged=args.skip_unchanged,
     )
     if args.json:
-        _json(
-            {
-                "added": res.added,
-                "changed": res.changed,
-                "checksum": res.checksum,
-                "chunks": res.chunks,
-                "corpus_id": res.corpus_id,
-                "data_as_of": res.data_as_of,
-                "dry_run": args.dry_run,
-                "guard": res.guard,
-                "key": res.key,
-                "published": res.published,
-                "pruned": res.pruned,
-                "pushed_at": res.pushed_at,
-                "records": res.records,
-                "remote": res.remote,
-                "removed": res.removed,
-                "report": res.report,
-                "retention_warning": res.retention_warning,
-                "snapshot": res.snapshot,
-            }
-        )
+        _print_push_json(res, dry_run=args.dry_run)
     else:
         _emit(res.report)
     return 0
@@ -110,6 +126,15 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     )
     p.add_argument(
         "--dry-run", action="store_true", help="report what a push would change; publish nothing"
+    )
+    p.add_argument(
+        "--skip-unchanged",
+        action="store_true",
+        help=(
+            "publish nothing (no cache commit) when the remote `current` already names this "
+            "snapshot with identical content; without it an unchanged push re-publishes, "
+            "refreshing pushed_at (the reference's behaviour)"
+        ),
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_quiet(p)

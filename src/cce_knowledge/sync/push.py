@@ -57,6 +57,12 @@ class PushResult:
     changed: list[str] = field(default_factory=list)
     #: "first-publish", "unchanged", "divergent", "diff" or "skipped" (--force)
     guard: str = "skipped"
+    #: the remote `current` the guard compared against ("" on a first publish or --force)
+    remote_snapshot: str = ""
+    #: True when --skip-unchanged found the remote `current` already naming this snapshot
+    unchanged_skipped: bool = False
+    #: the retention policy applied after the publish, e.g. "keep-last-30" (None: all)
+    retention: str | None = None
     pruned: list[str] = field(default_factory=list)
     retention_warning: str | None = None
     report: str = ""
@@ -102,6 +108,7 @@ def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_
         if dry_run:
             res.report = G.first_publish_dry_run(corpus_id, res.snapshot, res.records, res.chunks)
         return
+    res.remote_snapshot = remote_snap
     key = K.artifact_key(corpus_id, remote_snap)
     try:
         # Verified like a pull, but only record ids and content digests are kept.
@@ -165,6 +172,13 @@ def success_report(res: PushResult, policy: int | None) -> str:
     return out
 
 
+def unchanged_skip_report(res: PushResult) -> str:
+    return (
+        f"Corpus {res.corpus_id}@{res.snapshot} — the remote `current` already names this "
+        "snapshot with identical content; nothing pushed (--skip-unchanged).\n"
+    )
+
+
 def _outgoing(root: str | os.PathLike[str], corpus_id: str) -> Outgoing:
     """The outgoing `.cck`: straight from the store file's bytes when it is in the
     writer's layout, else via `outgoing_from_store` (which owns the errors)."""
@@ -187,8 +201,15 @@ def push_corpus(
     remote: str | Remote | None = None,
     force: bool = False,
     dry_run: bool = False,
+    skip_unchanged: bool = False,
 ) -> PushResult:
-    """Publish (or dry-run) the local store. Raises CceError on every refusal."""
+    """Publish (or dry-run) the local store. Raises CceError on every refusal.
+
+    `skip_unchanged`: when the guard finds the remote `current` already naming this
+    snapshot with identical content, publish nothing (no commit) instead of the
+    reference's re-publish that refreshes `pushed_at`. `force` skips the guard, so a
+    forced push always publishes.
+    """
     # Error order as the reference: no store, then the corpus id, then Phase-A.
     try:
         corpus_id: str | None = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
@@ -218,6 +239,10 @@ def push_corpus(
             _guard(cache, out, corpus_id, res, dry_run)
         if dry_run:
             return res
+        if skip_unchanged and res.guard == "unchanged":
+            res.unchanged_skipped = True
+            res.report = unchanged_skip_report(res)
+            return res
         if load_sync_config(root).lfs:
             cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
         res.pushed_at = utc_now()
@@ -235,6 +260,7 @@ def push_corpus(
         res.published = True
         policy = parse_retention(load_knowledge_sync_config(root).retention)
         if policy is not None:
+            res.retention = f"keep-last-{policy}"
             try:
                 res.pruned = retention_prune(cache, corpus_id, m.snapshot, policy)
             except CceError as e:
