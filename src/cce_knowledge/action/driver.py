@@ -195,7 +195,12 @@ class Driver:
         self.state.corpus = rep.corpus
         return rep
 
-    def _enter_working_directory(self) -> None:
+    def _begin(self) -> None:
+        """Read the inputs every step shares, then enter the working directory."""
+        st, names = self.state, STEP_INPUTS[self.step]
+        st.dry_run = "dry-run" in names and self._bool("dry-run")
+        st.force = "force" in names and self._bool("force")
+        st.corpus = self.inp("corpus")
         wd = self.inp("working-directory") or "."
         Path(wd).mkdir(parents=True, exist_ok=True)
         os.chdir(wd)
@@ -234,10 +239,7 @@ class Driver:
     def pipeline_run(self) -> None:
         """The all-in-one root Action."""
         st = self.state
-        st.dry_run = self._bool("dry-run")
-        st.force = self._bool("force")
-        st.corpus = self.inp("corpus")
-        self._enter_working_directory()
+        self._begin()
         retention = self._retention_input()
         self.step_feed()
         if retention:
@@ -251,27 +253,22 @@ class Driver:
         self.step_push(skip_unchanged=True)
 
     def pipeline_validate(self) -> None:
-        self._enter_working_directory()
+        self._begin()
         self.step_validate_files(self.inp("files") or DEFAULT_VALIDATE_FILES)
 
     def pipeline_index(self) -> None:
-        self._enter_working_directory()
+        self._begin()
         self.step_feed()
 
     def pipeline_guard(self) -> None:
-        self.state.force = self._bool("force")
         fail_on_shrink = self._bool("fail-on-shrink", True)
-        self.state.corpus = self.inp("corpus")
-        self._enter_working_directory()
+        self._begin()
         self._load_store_facts()
         self.step_guard(fail_on_shrink=fail_on_shrink)
 
     def pipeline_push(self) -> None:
-        st = self.state
-        st.force = self._bool("force")
         skip_unchanged = self._bool("skip-unchanged", True)
-        st.corpus = self.inp("corpus")
-        self._enter_working_directory()
+        self._begin()
         retention = self._retention_input()
         self._load_store_facts()
         if retention:
@@ -281,8 +278,7 @@ class Driver:
         self.step_push(skip_unchanged=skip_unchanged)
 
     def pipeline_pull(self) -> None:
-        self.state.corpus = self.inp("corpus")
-        self._enter_working_directory()
+        self._begin()
         self.step_pull()
 
     STEPS: ClassVar[dict[str, Callable[[Driver], None]]] = {
@@ -342,8 +338,9 @@ class Driver:
         if proc.returncode != 0:
             raise StepFailed(f"extract failed: {err_text(proc)}")
 
-    def _validate(self, title: str, files: list[str]) -> subprocess.CompletedProcess[str]:
-        """`cce knowledge validate --json FILES`; its problems annotated and kept."""
+    def _validate(self, title: str, files: list[str], what: str) -> None:
+        """`cce knowledge validate --json FILES`; its problems annotated and kept; raise
+        StepFailed naming `what` when any file is invalid."""
         proc = self.cce(title, ["knowledge", "validate", "--json", "--", *files])
         doc = _json_or_none(proc.stdout)
         if isinstance(doc, dict):
@@ -364,16 +361,12 @@ class Driver:
                 ),
                 flush=True,
             )
-        return proc
+        if proc.returncode != 0:
+            reason = f"{len(errors)} problem(s)" if errors else err_text(proc)
+            raise StepFailed(f"{what} failed validation: {reason}")
 
     def step_validate_feed(self, feed: str) -> None:
-        proc = self._validate("validate feed", [feed])
-        if proc.returncode == 0:
-            return
-        n = len(self.state.feed_errors)
-        if n:
-            raise StepFailed(f"feed {feed} failed validation: {n} problem(s)")
-        raise StepFailed(f"feed {feed} failed validation: {err_text(proc)}")
+        self._validate("validate feed", [feed], f"feed {feed}")
 
     def step_validate_files(self, patterns: str) -> None:
         files = expand_files(patterns)
@@ -381,13 +374,7 @@ class Driver:
         if not files:
             self.state.notes.append(f"no file matched {patterns!r}")
             return
-        proc = self._validate(f"validate {len(files)} file(s)", files)
-        if proc.returncode == 0:
-            return
-        n = len(self.state.feed_errors)
-        if n:
-            raise StepFailed(f"{n} problem(s) in {len(files)} file(s)")
-        raise StepFailed(f"validate failed: {err_text(proc)}")
+        self._validate(f"validate {len(files)} file(s)", files, f"{len(files)} file(s)")
 
     def step_index(self, feed: str, manifest: str) -> None:
         args = ["knowledge", "index", feed, "--dir", self.root]
