@@ -36,6 +36,14 @@ run() {
   "$@"
 }
 
+# The cache keeps .cck artifacts in git-LFS, and push refuses without it.
+if ! git lfs version >/dev/null 2>&1; then
+  echo "error: git-lfs is not installed; the quickstart publishes to a cache that stores" >&2
+  echo "  .cck artifacts in git-LFS. Install it (https://git-lfs.com; e.g." >&2
+  echo "  apt-get install git-lfs, or brew install git-lfs) and run this again." >&2
+  exit 1
+fi
+
 step "install cce-knowledge"
 if [ "${CCE_QUICKSTART_SKIP_INSTALL:-0}" = "1" ]; then
   echo "skipped (CCE_QUICKSTART_SKIP_INSTALL=1)"
@@ -103,7 +111,6 @@ else
   echo "reusing $CACHE"
 fi
 REMOTE="file://$CACHE"
-git lfs version >/dev/null 2>&1 || echo "note: git-lfs not found; .cck files go into git directly"
 
 step "push --dry-run: what would change on the remote"
 run cce knowledge push --corpus "$CORPUS" --remote "$REMOTE" --dir "$OUT/producer" --dry-run

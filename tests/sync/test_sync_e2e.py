@@ -588,6 +588,11 @@ def test_unchanged_republish_refreshes_metadata_and_keeps_the_artifact(
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert changed == ["knowledge/v1/fixture/corpus.json"]
+    subject = subprocess.run(
+        ["git", "-C", str(env.bare), "log", "-1", "--format=%s", "main"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert subject == f"cce sync: re-publish fixture@{SNAP} unchanged (corpus.json refreshed)\n"
     env.home("home-consumer")
     cons = env.root("consumer")
     rc, _, err = cli(
@@ -693,6 +698,8 @@ def test_sync_init_leaves_config_unchanged_when_the_remote_fails(
     bare_root = sync_env.root("fresh")
     rc, _, _ = cli(capsys, "sync", "init", "--remote", missing, "--dir", str(bare_root))
     assert rc == 1 and not (bare_root / ".cce" / "config").exists()
+
+
 def test_skip_unchanged_publishes_nothing_and_force_still_publishes(
     sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -744,3 +751,39 @@ def test_push_json_names_the_remote_snapshot_and_retention(
     doc = json.loads(out)
     assert doc["remote_snapshot"] == first["snapshot"]
     assert doc["pruned"] == [first["key"]]
+
+
+def _path_without_git_lfs(tmp: Path) -> str:
+    """A PATH with git but no git-lfs (a machine that never installed it)."""
+    import shutil
+
+    bin_dir = tmp / "bin-no-lfs"
+    bin_dir.mkdir()
+    git_exe = shutil.which("git")
+    assert git_exe is not None
+    (bin_dir / "git").symlink_to(git_exe)
+    return str(bin_dir)
+
+
+def test_push_without_git_lfs_refuses_and_no_lfs_publishes_a_plain_blob(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    prod = env.root("producer")
+    index(prod, CURATED.read_bytes())
+    before = refs(env.bare)
+    env.monkeypatch.setenv("PATH", _path_without_git_lfs(env.tmp))
+    push = ("knowledge", "push", "--corpus", "fixture", "--remote", env.url, "--dir", str(prod))
+    rc, out, err = cli(capsys, *push)
+    assert rc == 1 and out == ""
+    assert err.startswith("error: git-lfs is not installed") and "--no-lfs" in err
+    assert refs(env.bare) == before  # nothing committed
+    # the dry run needs no git-lfs: it writes nothing
+    rc, out, err = cli(capsys, *push, "--dry-run")
+    assert rc == 0, err
+    # on purpose: the artifact is a plain git blob, and no LFS attribute is committed
+    rc, out, err = cli(capsys, *push, "--no-lfs")
+    assert rc == 0, err
+    blob = bare_file(env.bare, KEY) or b""
+    assert not blob.startswith(b"version https://git-lfs") and len(blob) == 6759
+    assert bare_file(env.bare, ".gitattributes") is None

@@ -70,6 +70,7 @@ def _push(args: argparse.Namespace) -> int:
         force=args.force,
         dry_run=args.dry_run,
         skip_unchanged=args.skip_unchanged,
+        lfs=False if args.no_lfs else None,
     )
     if args.json:
         _print_push_json(res, dry_run=args.dry_run)
@@ -123,6 +124,11 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     add_dir(p)
     p.add_argument(
         "--force", action="store_true", help="skip the shrink guard (intentional shrink)"
+    )
+    p.add_argument(
+        "--no-lfs",
+        action="store_true",
+        help="publish the .cck as a plain git blob (without git-lfs, push refuses instead)",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="report what a push would change; publish nothing"

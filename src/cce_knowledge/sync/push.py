@@ -33,11 +33,21 @@ from cce_knowledge.sync.cck import (
     fast_export_store_bytes,
     import_keyed_chunk_digests,
 )
-from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, open_cache
+from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, lfs_available, open_cache
 from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
 META_SCHEMA = "cce.knowledgemeta/v1"
+
+#: A publish that would silently store the artifact as a plain blob (the reference's
+#: behaviour) is refused instead: the cache would grow by the whole artifact each time.
+NO_LFS = (
+    "git-lfs is not installed, and the cache keeps .cck artifacts in git-LFS (sync.lfs is on): "
+    "without it every publish would add the whole artifact to the cache's git history. "
+    "Install git-lfs (https://git-lfs.com; e.g. `apt-get install git-lfs` or "
+    "`brew install git-lfs`), or publish plain git blobs on purpose with "
+    "`cce knowledge push --no-lfs`"
+)
 
 
 @dataclass
@@ -202,6 +212,7 @@ def push_corpus(
     force: bool = False,
     dry_run: bool = False,
     skip_unchanged: bool = False,
+    lfs: bool | None = None,
 ) -> PushResult:
     """Publish (or dry-run) the local store. Raises CceError on every refusal.
 
@@ -209,6 +220,8 @@ def push_corpus(
     snapshot with identical content, publish nothing (no commit) instead of the
     reference's re-publish that refreshes `pushed_at`. `force` skips the guard, so a
     forced push always publishes.
+
+    `lfs=None` follows `sync.lfs` (default on); `False` publishes plain git blobs.
     """
     # Error order as the reference: no store, then the corpus id, then Phase-A.
     try:
@@ -234,6 +247,9 @@ def push_corpus(
         data_as_of=m.data_as_of,
         remote=rem.display,
     )
+    use_lfs = load_sync_config(root).lfs if lfs is None else lfs
+    if use_lfs and not dry_run and not lfs_available():
+        raise SyncError(NO_LFS)
     with open_cache(rem, for_write=not dry_run) as cache:
         if dry_run or not force:
             _guard(cache, out, corpus_id, res, dry_run)
@@ -243,7 +259,7 @@ def push_corpus(
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
-        if load_sync_config(root).lfs:
+        if use_lfs:
             cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
         res.pushed_at = utc_now()
         entries = [
@@ -256,7 +272,14 @@ def push_corpus(
         # An unchanged re-publish (guard: same key, same checksum on the remote) only
         # refreshes `current` and corpus.json; the artifact is already there, byte-equal.
         same = frozenset({key}) if res.guard == "unchanged" else frozenset()
-        cache.put_many(entries, "cce sync: 3 artifacts", keep_if_present=same)
+        # The reference says "3 artifacts" either way; an unchanged re-publish says what
+        # it really commits.
+        message = (
+            f"cce sync: re-publish {corpus_id}@{m.snapshot} unchanged (corpus.json refreshed)"
+            if same
+            else "cce sync: 3 artifacts"
+        )
+        cache.put_many(entries, message, keep_if_present=same)
         res.published = True
         policy = parse_retention(load_knowledge_sync_config(root).retention)
         if policy is not None:
