@@ -787,3 +787,25 @@ def test_push_without_git_lfs_refuses_and_no_lfs_publishes_a_plain_blob(
     blob = bare_file(env.bare, KEY) or b""
     assert not blob.startswith(b"version https://git-lfs") and len(blob) == 6759
     assert bare_file(env.bare, ".gitattributes") is None
+
+
+def test_status_after_pull_with_remote_shows_where_it_came_from(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    _push_fixture(env, capsys)
+    env.home("home-consumer")
+    cons = env.root("consumer")  # no .cce/config: the remote is only on the command line
+    rc, _, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "fixture", "--remote", env.url, "--dir", str(cons)
+    )
+    assert rc == 0, err
+    rc, out, err = cli(capsys, "knowledge", "status", "--dir", str(cons), "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["remote"], doc["remote_current"], doc["behind_remote"]) == (env.url, SNAP, False)
+    rc, out, _ = cli(capsys, "knowledge", "status", "--dir", str(cons))
+    assert f"  remote         : {env.url}\n" in out and "  behind remote  : no\n" in out
+    # the marker's bytes stay the reference's: the remote is kept beside it
+    marker = json.loads((cons / ".cce/knowledge/synced.json").read_text())
+    assert sorted(marker) == ["checksum", "corpus_id", "installed_sha256", "snapshot"]

@@ -100,6 +100,8 @@ def _pull(args: argparse.Namespace) -> int:
         )
     else:
         _emit(res.report)
+    for w in res.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     from cce_knowledge.cli.semantic_cmds import embed_step
 
     embed_step(args.dir)

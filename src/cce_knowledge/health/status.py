@@ -226,10 +226,14 @@ def resolve_status_remote(
 ) -> tuple[str | None, str | None]:
     """(remote, corpus_id) for the freshness lookup, §7.1 rules; either may be None."""
     from cce_knowledge.config.reader import load_knowledge_sync_config, load_sync_config
+    from cce_knowledge.sync.marker import read_pulled_from
 
     ks = load_knowledge_sync_config(root)
     remote = remote_override or ks.remote or load_sync_config(root, warn=False).remote
     corpus = marker.corpus_id if marker is not None else ks.corpus_id
+    if not remote and marker is not None:
+        # Pulled with `--remote URL` and nothing configured: the remote it came from.
+        remote = read_pulled_from(root, marker.corpus_id)
     return remote or None, corpus or None
 
 

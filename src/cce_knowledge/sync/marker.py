@@ -17,6 +17,10 @@ from cce_knowledge.core.jsonout import compact
 from cce_knowledge.store.store_file import knowledge_dir
 
 MARKER_NAME = "synced.json"
+#: Where the installed corpus was pulled from (ours; the reference records no remote, so
+#: after `pull --remote URL` its status cannot say where the store came from). Kept
+#: beside the marker so the marker's bytes stay the reference's.
+PULLED_FROM_NAME = "pulled-from.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +90,23 @@ def read_marker_lenient(root: str | os.PathLike[str]) -> SyncMarker | None:
 
 def write_marker(root: str | os.PathLike[str], marker: SyncMarker) -> None:
     atomic_write(marker_path(root), marker.to_bytes())
+
+
+def write_pulled_from(root: str | os.PathLike[str], corpus_id: str, remote: str) -> None:
+    """Record the remote a corpus was pulled from; `remote` is already fit to show
+    (`Remote.display`: no userinfo, no query)."""
+    data = compact({"corpus_id": corpus_id, "remote": remote}).encode("utf-8")
+    atomic_write(knowledge_dir(root) / PULLED_FROM_NAME, data)
+
+
+def read_pulled_from(root: str | os.PathLike[str], corpus_id: str) -> str | None:
+    """The remote `corpus_id` was last pulled from, or None (absent, unreadable, or
+    recorded for another corpus)."""
+    try:
+        obj = json.loads((knowledge_dir(root) / PULLED_FROM_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(obj, dict) or obj.get("corpus_id") != corpus_id:
+        return None
+    remote = obj.get("remote")
+    return remote if isinstance(remote, str) and remote else None

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,12 @@ from cce_knowledge.sync.cck import (
     prefetch_numpy,
 )
 from cce_knowledge.sync.localrepo import open_local
-from cce_knowledge.sync.marker import SyncMarker, read_marker_strict, write_marker
+from cce_knowledge.sync.marker import (
+    SyncMarker,
+    read_marker_strict,
+    write_marker,
+    write_pulled_from,
+)
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
 
@@ -51,6 +56,8 @@ class PullResult:
     installed_sha256: str | None
     remote: str = ""
     store_display: str = ""
+    #: non-fatal problems after the install (printed on stderr by the CLI)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def report(self) -> str:
@@ -241,6 +248,11 @@ def pull_corpus(
             check_marker_guard(root, corpus_id)  # again: another writer may have run
         with _mapped(source) as data:
             manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
+        warnings: list[str] = []
+        try:
+            write_pulled_from(root, corpus_id, rem.display)
+        except OSError as e:  # the store is installed; only `status`'s remote line lacks it
+            warnings.append(f"could not record where the corpus came from: {e}")
     return PullResult(
         corpus_id=corpus_id,
         snapshot=snapshot,
@@ -251,4 +263,5 @@ def pull_corpus(
         installed_sha256=installed,
         remote=rem.display,
         store_display=f"{display_dir(root)}/{manifest.snapshot}.json",
+        warnings=warnings,
     )
