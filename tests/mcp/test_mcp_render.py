@@ -5,8 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cce_knowledge.engine.markdown import chunk_markdown
 from cce_knowledge.mcp import render
 from cce_knowledge.mcp.render import BlendRow, Section
+from tests.helpers.paths import TESTS
 
 PROV = "[knowledge] Login policy — closed · 2026-02-01T10:00:00Z · https://x/1"
 
@@ -105,3 +107,10 @@ def test_status_block() -> None:
     )
     assert render.append_block("x", "y\n") == "x\ny\n"
     assert render.append_block("x\n", "y\n") == "x\ny\n"
+
+
+def test_compact_form_of_the_nested_vector_section() -> None:
+    # docs/spec/core.md §13 G9: the reference's compact form of markdown/nested.md's section.
+    text = (TESTS / "vectors" / "markdown" / "nested.md").read_text(encoding="utf-8")
+    (chunk,) = chunk_markdown("nested.md", text, 400)
+    assert render.compact_body(chunk.content) == "# API\n… (+10 lines)"
