@@ -37,7 +37,9 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def git_host() -> Iterator[tuple[str, list[dict[str, str]]]]:
+def git_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    # A loopback plain-http host: sending it a token needs the explicit opt-in.
+    monkeypatch.setenv("CCE_ALLOW_INSECURE_HTTP", "1")
     _Recorder.seen = []
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     t = threading.Thread(target=srv.serve_forever, daemon=True)

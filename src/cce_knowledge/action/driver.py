@@ -108,8 +108,15 @@ class Driver:
         self.env = env
         self.step = step
         self.state = RunState(step=step)
+        from cce_knowledge.sync.remote import secret_forms
+
+        # Every encoding a token can come back in (raw, percent-encoded, basic-auth
+        # base64): each is masked in the runner's log and scrubbed from child output.
         self.secrets = [
-            v for v in (inputs.get("cache-token", ""), inputs.get("source-token", "")) if v
+            form
+            for v in (inputs.get("cache-token", ""), inputs.get("source-token", ""))
+            if v
+            for form in secret_forms(v)
         ]
         self.root = "."
 

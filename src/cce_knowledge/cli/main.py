@@ -107,8 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return int(rc or 0)
     except CceError as e:
+        from cce_knowledge.sync.remote import remove_secrets
+
         sys.stdout.flush()
-        print(f"error: {e.message}", file=sys.stderr)
+        # Last line of defence: no token from the environment, in any encoding we send.
+        print(f"error: {remove_secrets(e.message)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

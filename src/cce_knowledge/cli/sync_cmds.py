@@ -242,7 +242,9 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "(one commit), then set sync.remote (and sync.lfs / sync.repo_id) in\n"
             "<dir>/.cce/config, keeping every other block and comment. A remote that cannot\n"
             "be reached leaves the config unchanged. Credentials in the URL are NOT stored:\n"
-            "give a token through CCE_SYNC_TOKEN or GITHUB_TOKEN at run time."
+            "give a token through CCE_SYNC_TOKEN or GITHUB_TOKEN at run time. A token goes\n"
+            "only to the remote's own origin (redirects are not followed) and never over\n"
+            "plain http:// unless CCE_ALLOW_INSECURE_HTTP=1."
         ),
         epilog=_EXIT.format(ok="configured"),
     )

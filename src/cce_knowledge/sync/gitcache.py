@@ -41,7 +41,7 @@ from cce_knowledge.sync.localrepo import (
     lfs_pointer,
     local_lfs_object,
 )
-from cce_knowledge.sync.remote import Remote, clone_dir, scrub, sync_home
+from cce_knowledge.sync.remote import Remote, clone_dir, explain_git_error, scrub, sync_home
 
 IDENTITY = ("-c", "user.name=cce-sync", "-c", "user.email=cce-sync@localhost")
 MAX_PUSH_ATTEMPTS = 5
@@ -120,7 +120,9 @@ class GitCache:
         return env
 
     def scrub(self, text: str) -> str:
-        return scrub(text, self.remote.secrets())
+        """`text` fit to show: credentials removed in every encoding, a refused redirect
+        explained."""
+        return scrub(explain_git_error(text), self.remote.secrets())
 
     def run(
         self,

@@ -6,6 +6,15 @@ clone's `.git/config` or its directory name. The URL is split into a clean,
 printable URL and a `Credentials` value; git receives the secret only through the
 environment (an `http.extraheader` passed as `GIT_CONFIG_*` variables), scoped to
 the remote's scheme+host.
+
+A credential goes only to the origin it was given for (docs/security.md):
+* authenticated requests never follow an HTTP redirect (`http.followRedirects=false`):
+  git would send the header to whatever origin the redirect names;
+* a token is never sent over plain `http://` (loopback included) unless
+  `CCE_ALLOW_INSECURE_HTTP=1`; without it nothing is sent and the error names the
+  variable;
+* error text is scrubbed of the token in every encoding we produce: raw,
+  percent-encoded and inside the basic-auth base64 of `user:token`.
 """
 
 from __future__ import annotations
@@ -16,12 +25,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from cce_knowledge.config.reader import load_knowledge_sync_config, load_sync_config
 from cce_knowledge.core.errors import SyncError
 
 TOKEN_ENV_VARS = ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")
+#: The explicit opt-in for sending a token over plain http:// (e.g. a loopback test server).
+ALLOW_INSECURE_ENV = "CCE_ALLOW_INSECURE_HTTP"
+DEFAULT_USER = "x-access-token"
 
 NO_REMOTE_KNOWLEDGE = (
     "no sync remote configured — run `cce sync init --remote <git-url>`, set "
@@ -42,27 +54,65 @@ class Remote:
     url: str
     username: str | None = None
     secret: str | None = field(default=None, repr=False)
+    #: Where the secret came from ("the remote URL" or a variable's name), for messages.
+    secret_source: str = "the remote URL"
 
     @property
     def display(self) -> str:
         return self.url
 
     def secrets(self) -> list[str]:
-        """Strings that must never appear in output (raw and percent-decoded forms)."""
-        out: list[str] = []
-        if self.secret:
-            out.append(self.secret)
-        return out
+        """Strings that must never appear in output: the secret in every encoding we send."""
+        return secret_forms(self.secret, self.username) if self.secret else []
 
-    def git_env(self) -> dict[str, str]:
-        """`GIT_CONFIG_*` entries that authenticate HTTP(S) requests to this remote only."""
+    def git_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+        """`GIT_CONFIG_*` entries that authenticate HTTP(S) requests to this remote only.
+
+        Raises SyncError, before anything is sent, for a token over plain http://
+        without the CCE_ALLOW_INSECURE_HTTP=1 opt-in."""
         if not self.secret or not self.url.lower().startswith(("http://", "https://")):
             return {}
         parts = urlsplit(self.url)
+        env = os.environ if environ is None else environ
+        if parts.scheme.lower() == "http" and env.get(ALLOW_INSECURE_ENV) != "1":
+            raise SyncError(
+                f"refusing to send the token from {self.secret_source} over plain http:// to "
+                f"{self.url} (it would cross the network unencrypted); nothing was sent. Use "
+                f"an https:// remote, or set {ALLOW_INSECURE_ENV}=1 to allow it for a host "
+                "you trust (such as a loopback test server)"
+            )
         scope = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
-        user = self.username or "x-access-token"
+        user = self.username or DEFAULT_USER
         basic = base64.b64encode(f"{user}:{self.secret}".encode()).decode("ascii")
-        return {f"http.{scope}.extraheader": f"AUTHORIZATION: basic {basic}"}
+        return {
+            f"http.{scope}.extraheader": f"AUTHORIZATION: basic {basic}",
+            # git re-sends extra headers to wherever a redirect points: never follow one.
+            "http.followRedirects": "false",
+        }
+
+
+def secret_forms(secret: str, username: str | None = None) -> list[str]:
+    """`secret` as it may come back in an error: raw, percent-encoded, and the base64
+    of the basic-auth `user:secret` pair we send (padded and unpadded), longest first."""
+    forms = {secret, quote(secret, safe=""), quote(secret)}
+    for user in {username or DEFAULT_USER, DEFAULT_USER}:
+        b64 = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
+        forms.update({b64, b64.rstrip("=")})
+    return sorted((f for f in forms if len(f) >= 4), key=lambda f: (-len(f), f))
+
+
+_REDIRECT_REFUSED = re.compile(r"returned error: 30[12378]\b")
+
+
+def explain_git_error(text: str) -> str:
+    """`text` plus why, when git refused a redirect we told it not to follow."""
+    if _REDIRECT_REFUSED.search(text):
+        return (
+            f"{text} (the remote answered with an HTTP redirect: cce never follows a "
+            "redirect while it holds a credential, which would go to the other origin; "
+            "configure the final URL as the remote)"
+        )
+    return text
 
 
 def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
@@ -86,28 +136,34 @@ def make_remote(url: str, env: dict[str, str] | None = None) -> Remote:
     """Split credentials out of `url`; fall back to the token environment variables."""
     environ = os.environ if env is None else env
     clean, user, pw = split_userinfo(url)
+    source = "the remote URL"
     if pw is None:
         for var in TOKEN_ENV_VARS:
             tok = environ.get(var)
             if tok:
-                pw = tok
+                pw, source = tok, var
                 break
     if user is not None and pw is None:
         # A plain `user@` (e.g. ssh://git@host) is not a secret; keep it in the URL.
         return Remote(url=url)
-    return Remote(url=clean, username=user, secret=pw)
+    return Remote(url=clean, username=user, secret=pw, secret_source=source)
 
 
 def scrub(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     """Remove URL userinfo and any known secret from a message (git stderr included)."""
-    out = _USERINFO.sub(lambda m: m.group("scheme") + "***@", text)
-    for s in secrets:
-        if s and len(s) >= 4:
-            out = out.replace(s, "***")
+    return remove_secrets(_USERINFO.sub(lambda m: m.group("scheme") + "***@", text), secrets)
+
+
+def remove_secrets(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """`text` with `secrets` and the token variables' values (every form) replaced by ***."""
+    out = text
+    forms = [s for s in secrets if s and len(s) >= 4]
     for var in TOKEN_ENV_VARS:
         tok = os.environ.get(var)
-        if tok and len(tok) >= 4:
-            out = out.replace(tok, "***")
+        if tok:
+            forms.extend(secret_forms(tok))
+    for s in sorted(set(forms), key=lambda f: (-len(f), f)):
+        out = out.replace(s, "***")
     return out
 
 
