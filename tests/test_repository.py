@@ -119,13 +119,14 @@ def _citations(text: str) -> list[tuple[str, list[str]]]:
 def test_citation_parsing() -> None:
     text = (
         "per docs/spec/core.md §0.8, docs/spec/sync.md §4.5 and "
-        "docs/spec/core.md (§2–§6); docs/spec/README.md"
+        "docs/spec/core.md (§2–§6); docs/spec/README.md; docs/spec/core.md\n§10.2"
     )
     assert _citations(text) == [
         ("core", ["0.8"]),
         ("sync", ["4.5"]),
         ("core", ["2", "6"]),
         ("README", []),
+        ("core", ["10.2"]),
     ]
 
 
@@ -135,16 +136,18 @@ def test_every_spec_citation_names_an_existing_section() -> None:
         text = _text(rel)
         if text is None:
             continue
-        for n, line in enumerate(text.splitlines(), 1):
-            for name, numbers in _citations(line):
-                sections = spec_sections(name)
-                if sections is None:
-                    bad.append(f"{rel}:{n}: docs/spec/{name}.md does not exist")
-                    continue
-                for number in numbers:
-                    seen += 1
-                    if number not in sections:
-                        bad.append(f"{rel}:{n}: docs/spec/{name}.md has no §{number}")
+        # Whole text, not per line: a citation may wrap (`docs/spec/core.md⏎§10.2`).
+        for m in _CITATION.finditer(text):
+            where = f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"
+            name, numbers = m[1], _SECTION_NUMBER.findall(m[2] or "")
+            sections = spec_sections(name)
+            if sections is None:
+                bad.append(f"{where}: docs/spec/{name}.md does not exist")
+                continue
+            for number in numbers:
+                seen += 1
+                if number not in sections:
+                    bad.append(f"{where}: docs/spec/{name}.md has no §{number}")
     assert not bad, "\n".join(bad)
     assert seen > 50  # the code and docs do cite the spec
 

@@ -1,4 +1,4 @@
-"""`cce sync verify --checksum-only`: the pulled store still has its install bytes (§6.4).
+"""`cce sync verify --checksum-only`: the pulled store still has its install bytes (docs/spec/sync.md §6.4).
 
 Checksum-only detects corruption or local edits, not a malicious build: a knowledge
 corpus cannot be rebuilt by the puller (it lacks the source feed), so trust stays
