@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
+import yaml
+from jsonschema import Draft202012Validator
 
-from cce_knowledge.config.reader import (
-    KnowledgeConfig,
-    load_extra_knowledge_key,
-    load_knowledge_config,
-    load_knowledge_sync_config,
-    load_markdown_config,
-    load_sync_config,
-    parse_retention,
-)
+from cce_knowledge.config import settings as settings_mod
+from cce_knowledge.config.reader import parse_retention, to_python
+from cce_knowledge.config.schema import SCHEMA_FILE, config_json_schema, config_schema_text
+from cce_knowledge.config.settings import KnowledgeSettings, load_settings
+from cce_knowledge.config.validate import validate_value
+from cce_knowledge.core.errors import ConfigError
+from cce_knowledge.sync.push import push_corpus
+from tests.helpers.paths import REPO
+from tests.helpers.sync import feed, index
+from tests.helpers.sync_env import SyncEnv
 
 
 def write(root: Path, text: str) -> Path:
@@ -24,8 +31,9 @@ def write(root: Path, text: str) -> Path:
 
 
 def test_missing_file_gives_defaults(tmp_path: Path) -> None:
-    assert load_markdown_config(tmp_path).max_section_tokens == 400
-    assert load_knowledge_config(tmp_path) == KnowledgeConfig(True, 0.30, "both")
+    settings = load_settings(tmp_path)
+    assert settings.markdown.max_section_tokens == 400
+    assert settings.knowledge == KnowledgeSettings(True, 0.30, "both")
 
 
 @pytest.mark.parametrize(
@@ -42,7 +50,7 @@ def test_missing_file_gives_defaults(tmp_path: Path) -> None:
     ],
 )
 def test_markdown_budget(tmp_path: Path, yaml_text: str, expected: int) -> None:
-    assert load_markdown_config(write(tmp_path, yaml_text)).max_section_tokens == expected
+    assert load_settings(write(tmp_path, yaml_text)).markdown.max_section_tokens == expected
 
 
 @pytest.mark.parametrize(
@@ -69,21 +77,20 @@ def test_markdown_budget(tmp_path: Path, yaml_text: str, expected: int) -> None:
 def test_knowledge_block(
     tmp_path: Path, yaml_text: str, enabled: bool, min_score: float, source: str
 ) -> None:
-    cfg = load_knowledge_config(write(tmp_path, yaml_text))
+    cfg = load_settings(write(tmp_path, yaml_text)).knowledge
     assert (cfg.enabled, cfg.min_score, cfg.default_source) == (enabled, min_score, source)
 
 
 def test_blocks_are_independent(tmp_path: Path) -> None:
     root = write(tmp_path, "markdown:\n  max_section_tokens: nope\nknowledge:\n  enabled: false\n")
-    assert load_markdown_config(root).max_section_tokens == 400
-    assert load_knowledge_config(root).enabled is False
+    assert load_settings(root).markdown.max_section_tokens == 400
+    assert load_settings(root).knowledge.enabled is False
 
 
 def test_extra_key_never_resets_reference_keys(tmp_path: Path) -> None:
     root = write(tmp_path, "knowledge:\n  enabled: false\n  ranking: reference\n")
-    assert load_knowledge_config(root).enabled is False
-    assert load_extra_knowledge_key(root, "ranking") == "reference"
-    assert load_extra_knowledge_key(root, "missing") is None
+    assert load_settings(root).knowledge.enabled is False
+    assert load_settings(root).knowledge.ranking == "reference"
 
 
 def test_knowledge_sync_scalars_keep_their_source_text(tmp_path: Path) -> None:
@@ -91,7 +98,7 @@ def test_knowledge_sync_scalars_keep_their_source_text(tmp_path: Path) -> None:
         tmp_path,
         "knowledge:\n  sync:\n    corpus_id: 0123\n    remote: ''\n    retention: keep-last-3\n",
     )
-    cfg = load_knowledge_sync_config(root)
+    cfg = load_settings(root).knowledge.sync
     assert cfg.corpus_id == "0123"  # PyYAML would say 83 (octal)
     assert cfg.remote is None  # empty string means unset
     assert parse_retention(cfg.retention) == 3
@@ -99,7 +106,7 @@ def test_knowledge_sync_scalars_keep_their_source_text(tmp_path: Path) -> None:
 
 def test_knowledge_sync_any_error_gives_defaults(tmp_path: Path) -> None:
     root = write(tmp_path, "knowledge:\n  sync:\n    corpus_id: [a]\n")
-    assert load_knowledge_sync_config(root).corpus_id is None
+    assert load_settings(root).knowledge.sync.corpus_id is None
 
 
 @pytest.mark.parametrize(
@@ -131,7 +138,7 @@ def test_sync_config_inherits_global_remote(
     proj = tmp_path / "proj"
     proj.mkdir()
     write(proj, "sync:\n  lfs: false\n")
-    cfg = load_sync_config(proj)
+    cfg = load_settings(proj).sync
     assert cfg.remote == "file:///global.git"
     assert cfg.lfs is False
 
@@ -144,7 +151,128 @@ def test_malformed_project_sync_config_warns_and_stays_local(
     (home / "config.yml").write_text("sync:\n  remote: file:///global.git\n", encoding="utf-8")
     monkeypatch.setenv("CCE_HOME", str(home))
     root = write(tmp_path, "sync:\n  remote: file:///x.git\n  lfs: yes\n")
-    cfg = load_sync_config(root)
+    cfg = load_settings(root).sync
     assert cfg.remote is None
     err = capsys.readouterr().err
     assert "is malformed and was ignored" in err and "staying all-local" in err
+
+
+def test_knowledge_sync_survives_a_bad_sibling(tmp_path: Path) -> None:
+    # A type error elsewhere in `knowledge` resets enabled/min_score, but the reference
+    # reads `knowledge.sync` on its own (docs/spec/sync.md §3.4): the corpus id stays.
+    root = write(tmp_path, 'knowledge:\n  enabled: "no"\n  sync:\n    corpus_id: c1\n')
+    k = load_settings(root).knowledge
+    assert k.enabled is True and k.sync.corpus_id == "c1"
+
+
+def test_bad_ranking_warns_naming_file_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = write(tmp_path, "knowledge:\n  ranking: fancy\n  enabled: false\n")
+    settings = load_settings(root)
+    assert settings.knowledge.ranking is None and settings.knowledge.enabled is False
+    err = capsys.readouterr().err
+    assert f"{root / '.cce' / 'config'}: knowledge.ranking: 'fancy'" in err
+
+
+def test_missing_file_needs_no_yaml_parser(tmp_path: Path) -> None:
+    # A cold `cce knowledge search` without a config file must not pay for PyYAML.
+    code = (
+        "import sys; from cce_knowledge.config.settings import load_settings;"
+        f"load_settings({str(tmp_path)!r}); print('yaml' in sys.modules, 'pydantic' in sys.modules)"
+    )
+    env = {"PATH": "/usr/bin:/bin", "CCE_HOME": str(tmp_path / "home")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
+
+
+def test_push_reads_the_config_once(sync_env: SyncEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = sync_env.root("proj")
+    write(root, f"knowledge:\n  sync:\n    corpus_id: c1\n    remote: {sync_env.url}\n")
+    index(root, feed(["alpha beta", "gamma delta"]))
+    reads: list[Path] = []
+    real = settings_mod.load_document
+
+    def counting(path: Path) -> object:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(settings_mod, "load_document", counting)
+    res = push_corpus(root)
+    assert res.published and res.corpus_id == "c1"
+    # The project file once; the global file (for an unset sync.remote) once.
+    assert reads == [root / ".cce" / "config", sync_env.tmp / "home-a" / "config.yml"]
+
+
+# ------------------------------------------------------------ our strict blocks
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    provider: Literal["ollama", "openai"] = "ollama"
+    url: str | None = None
+    dims: int = 8
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"provider": "bing"}, "knowledge.x.provider: Input should be 'ollama' or 'openai'"),
+        ({"url": 3}, "knowledge.x.url: Input should be a valid string"),
+        ({"dims": "8"}, "knowledge.x.dims: Input should be a valid integer"),
+        ({"modle": "m"}, "knowledge.x.modle: unknown key (expected provider, url, dims)"),
+        ("ollama", "knowledge.x: expected a mapping of provider, url, dims"),
+    ],
+)
+def test_strict_block_errors_name_the_file_and_key(value: object, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        validate_value(value, _Endpoint, "/p/.cce/config: knowledge.x")
+    assert e.value.message == f"/p/.cce/config: {message}"
+
+
+def test_strict_block_values(tmp_path: Path) -> None:
+    got = validate_value({"provider": "openai", "dims": 4}, _Endpoint, "k")
+    assert got == _Endpoint("openai", None, 4)
+    assert validate_value("extended", Literal["extended", "reference"], "k") == "extended"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a: 1", {"a": 1}),
+        ("a: '1'", {"a": "1"}),
+        ("a: yes", {"a": "yes"}),  # YAML 1.1 booleans are strings
+        ("a: true", {"a": True}),
+        ("a: -0x10", {"a": -16}),
+        ("a: 1.5e3", {"a": 1500.0}),
+        ("a: ~", {"a": None}),
+        ("a: [x, 2]", {"a": ["x", 2]}),
+    ],
+)
+def test_to_python_types_scalars_as_serde_yaml(text: str, expected: object) -> None:
+    assert to_python(yaml.compose(text, Loader=yaml.SafeLoader)) == expected
+
+
+def test_published_schema_is_in_step_with_the_settings() -> None:
+    published = (REPO / "schemas" / SCHEMA_FILE).read_text(encoding="utf-8")
+    assert published == config_schema_text(), "run: python tools/gen_config_schema.py"
+
+
+def test_schema_accepts_a_full_config_and_rejects_a_wrong_enum() -> None:
+    validator = Draft202012Validator(config_json_schema())
+    good = {
+        "markdown": {"max_section_tokens": 300},
+        "knowledge": {
+            "enabled": True,
+            "min_score": 0.2,
+            "default_source": "knowledge",
+            "ranking": "reference",
+            "sync": {"corpus_id": "c", "remote": "file:///x.git", "retention": "keep-last-3"},
+        },
+        "sync": {"remote": "file:///x.git", "lfs": False, "repo_id": "o/n", "auto_pull": False},
+        "code": {"anything": 1},  # unknown blocks are ignored, as the engine does
+    }
+    assert list(validator.iter_errors(good)) == []
+    bad = {"knowledge": {"default_source": "all"}}
+    assert [e.json_path for e in validator.iter_errors(bad)] == ["$.knowledge.default_source"]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
 from cce_knowledge.sync import guard as G
@@ -164,17 +165,19 @@ def test_resolve_remote_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     (root / ".cce").mkdir(parents=True)
     cfg = root / ".cce" / "config"
     with pytest.raises(SyncError) as e:
-        resolve_remote(root, None)
+        resolve_remote(load_settings(root), None)
     assert e.value.message == NO_REMOTE_KNOWLEDGE
     cfg.write_text("sync:\n  remote: file:///sync\n")
-    assert resolve_remote(root, None).url == "file:///sync"
+    assert resolve_remote(load_settings(root), None).url == "file:///sync"
     cfg.write_text("sync:\n  remote: file:///sync\nknowledge:\n  sync:\n    remote: file:///k\n")
-    assert resolve_remote(root, None).url == "file:///k"
-    assert resolve_listing_remote(root, None).url == "file:///sync"  # knowledge.sync.remote ignored
-    assert resolve_remote(root, "file:///cli").url == "file:///cli"
-    assert K.resolve_corpus_id(root, "x") == "x"
+    assert resolve_remote(load_settings(root), None).url == "file:///k"
+    assert (
+        resolve_listing_remote(load_settings(root), None).url == "file:///sync"
+    )  # knowledge.sync.remote ignored
+    assert resolve_remote(load_settings(root), "file:///cli").url == "file:///cli"
+    assert K.resolve_corpus_id(load_settings(root), "x") == "x"
     with pytest.raises(SyncError, match=r"^cannot determine corpus_id"):
-        K.resolve_corpus_id(root, None)
+        K.resolve_corpus_id(load_settings(root), None)
 
 
 def test_sync_init_edits_in_place_and_keeps_comments() -> None:

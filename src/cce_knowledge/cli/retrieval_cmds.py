@@ -111,11 +111,13 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval import hit_header, resolve_ranking
     from cce_knowledge.retrieval.searcher import Searcher
 
-    ranking = resolve_ranking(args.dir, args.ranking)
-    hits = Searcher(args.dir).search(
+    settings = load_settings(args.dir)
+    ranking = resolve_ranking(settings, args.ranking)
+    hits = Searcher(args.dir, settings).search(
         args.query, args.top_k, ranking=ranking, min_score=args.min_score
     )
     out = sys.stdout

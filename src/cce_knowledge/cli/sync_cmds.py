@@ -191,11 +191,12 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.sync.gitcache import open_cache
     from cce_knowledge.sync.listing import list_cache, render_human, render_json
     from cce_knowledge.sync.remote import resolve_listing_remote
 
-    rem = resolve_listing_remote(args.dir, args.remote)
+    rem = resolve_listing_remote(load_settings(args.dir), args.remote)
     with open_cache(rem) as cache:
         lst = list_cache(cache)
     _emit(render_json(lst) if args.json else render_human(lst))

@@ -1,4 +1,4 @@
-"""`<root>/.cce/config` (YAML) read with the reference engine's tolerance rules.
+"""The YAML 1.2 typing of `.cce/config` as the reference engine reads it.
 
 The reference deserialises each block with serde_yaml 0.9 (YAML 1.2 scalars): only
 `true`/`false` spellings are booleans, a quoted number is a string, `yes`/`on` are
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,11 +43,11 @@ _DEC_FLOAT = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?
 _RUST_SPECIAL_FLOAT = re.compile(r"^[+-]?(?:inf|infinity|nan)$", re.IGNORECASE)
 
 
-class _TypeError(Exception):
+class WrongType(Exception):
     """A value of the wrong YAML type: the enclosing block falls back to defaults."""
 
 
-class _Invalid(Exception):
+class Unparsable(Exception):
     """The file cannot be parsed as YAML at all."""
 
 
@@ -60,52 +59,52 @@ def _compose(text: str) -> yaml.Node | None:
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        raise _Invalid(str(e)) from e
+        raise Unparsable(str(e)) from e
 
 
-def _load_root(path: Path) -> yaml.Node | None:
-    """The composed document, or None for a missing/empty file. Raises _Invalid."""
+def load_document(path: Path) -> yaml.Node | None:
+    """The composed document, or None for a missing/empty file. Raises Unparsable."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
-        raise _Invalid(str(e)) from e
+        raise Unparsable(str(e)) from e
     return _compose(text)
 
 
-def _mapping(node: yaml.Node | None) -> dict[str, yaml.Node] | None:
+def mapping(node: yaml.Node | None) -> dict[str, yaml.Node] | None:
     """A mapping node's entries (None for a null node). Duplicate keys are an error."""
-    if node is None or _is_null(node):
+    if node is None or is_null(node):
         return None
     if not isinstance(node, yaml.MappingNode):
-        raise _TypeError("expected a mapping")
+        raise WrongType("expected a mapping")
     out: dict[str, yaml.Node] = {}
     for k, v in node.value:
         if not isinstance(k, yaml.ScalarNode):
-            raise _TypeError("non-scalar key")
+            raise WrongType("non-scalar key")
         if k.value in out:
-            raise _TypeError(f"duplicate entry with key {k.value!r}")
+            raise WrongType(f"duplicate entry with key {k.value!r}")
         out[k.value] = v
     return out
 
 
-def _is_null(node: yaml.Node) -> bool:
+def is_null(node: yaml.Node) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.style is None and node.value in _NULL
 
 
 def _plain(node: yaml.Node) -> str:
     if not isinstance(node, yaml.ScalarNode):
-        raise _TypeError("expected a scalar")
+        raise WrongType("expected a scalar")
     if node.style is not None:
-        raise _TypeError("quoted scalar where a number/bool was expected")
+        raise WrongType("quoted scalar where a number/bool was expected")
     return str(node.value)
 
 
 def as_bool(node: yaml.Node) -> bool:
     v = _plain(node)
     if v not in _BOOL:
-        raise _TypeError(f"invalid bool {v!r}")
+        raise WrongType(f"invalid bool {v!r}")
     return _BOOL[v]
 
 
@@ -129,7 +128,7 @@ def _parse_int(v: str) -> int | None:
 def as_uint(node: yaml.Node) -> int:
     n = _parse_int(_plain(node))
     if n is None or n < 0 or n >= 2**64:
-        raise _TypeError("invalid unsigned integer")
+        raise WrongType("invalid unsigned integer")
     return n
 
 
@@ -141,7 +140,7 @@ def as_float(node: yaml.Node) -> float:
         return float(n)
     unpos = v[1:] if v.startswith("+") else v
     if v.startswith("+") and unpos[:1] in "+-":
-        raise _TypeError("invalid float")
+        raise WrongType("invalid float")
     if unpos in (".inf", ".Inf", ".INF"):
         return float("inf")
     if v in ("-.inf", "-.Inf", "-.INF"):
@@ -152,95 +151,47 @@ def as_float(node: yaml.Node) -> float:
         f = float(unpos)
         if f == f and f not in (float("inf"), float("-inf")):
             return f
-    raise _TypeError(f"invalid float {v!r}")
+    raise WrongType(f"invalid float {v!r}")
 
 
 def as_opt_str(node: yaml.Node | None) -> str | None:
     """A string field: any scalar's raw text; null spellings give None."""
-    if node is None or _is_null(node):
+    if node is None or is_null(node):
         return None
     if not isinstance(node, yaml.ScalarNode):
-        raise _TypeError("expected a string")
+        raise WrongType("expected a string")
     return str(node.value)
 
 
-def _block(root_node: yaml.Node | None, *path: str) -> dict[str, yaml.Node] | None:
-    m = _mapping(root_node)
+def to_python(node: yaml.Node) -> Any:
+    """A node as plain data, each plain scalar typed as serde_yaml would (for the
+    strict validation of our own keys); quoted scalars stay strings."""
+    if isinstance(node, yaml.MappingNode):
+        return {k: to_python(v) for k, v in (mapping(node) or {}).items()}
+    if isinstance(node, yaml.SequenceNode):
+        return [to_python(v) for v in node.value]
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+        return str(node.value)
+    if is_null(node):
+        return None
+    if node.value in _BOOL:
+        return _BOOL[node.value]
+    n = _parse_int(node.value)
+    if n is not None:
+        return n
+    try:
+        return as_float(node)
+    except WrongType:
+        return str(node.value)
+
+
+def block(root_node: yaml.Node | None, *path: str) -> dict[str, yaml.Node] | None:
+    m = mapping(root_node)
     for name in path:
         if m is None:
             return None
-        m = _mapping(m.get(name))
+        m = mapping(m.get(name))
     return m
-
-
-# ---------------------------------------------------------------- markdown / knowledge
-
-
-@dataclass(frozen=True)
-class MarkdownConfig:
-    max_section_tokens: int = 400
-
-
-@dataclass(frozen=True)
-class KnowledgeConfig:
-    enabled: bool = True
-    min_score: float = 0.30
-    default_source: str = "both"
-
-
-def load_markdown_config(root: str | os.PathLike[str]) -> MarkdownConfig:
-    try:
-        blk = _block(_load_root(config_path(root)), "markdown")
-        if blk is None:
-            return MarkdownConfig()
-        budget = 400
-        if "max_section_tokens" in blk and not _is_null(blk["max_section_tokens"]):
-            budget = as_uint(blk["max_section_tokens"]) or 400
-        return MarkdownConfig(max_section_tokens=budget)
-    except (_Invalid, _TypeError):
-        return MarkdownConfig()
-
-
-def load_knowledge_config(root: str | os.PathLike[str]) -> KnowledgeConfig:
-    try:
-        blk = _block(_load_root(config_path(root)), "knowledge")
-        if blk is None:
-            return KnowledgeConfig()
-        enabled = True
-        min_score = 0.30
-        default_source = "both"
-        if "enabled" in blk and not _is_null(blk["enabled"]):
-            enabled = as_bool(blk["enabled"])
-        if "min_score" in blk and not _is_null(blk["min_score"]):
-            f = as_float(blk["min_score"])
-            if f == f and f not in (float("inf"), float("-inf")):
-                min_score = f
-        if "default_source" in blk:
-            s = as_opt_str(blk["default_source"])
-            if s in ("code", "knowledge", "both"):
-                default_source = s
-        # The reference also deserialises `knowledge.sync` inside this block; a type
-        # error there is a type error of the block.
-        if "sync" in blk:
-            _parse_knowledge_sync(blk["sync"])
-        return KnowledgeConfig(enabled=enabled, min_score=min_score, default_source=default_source)
-    except (_Invalid, _TypeError):
-        return KnowledgeConfig()
-
-
-def load_extra_knowledge_key(root: str | os.PathLike[str], key: str) -> str | None:
-    """One of OUR additive `knowledge.<key>` string keys (e.g. `ranking`).
-
-    Read on its own so a bad value never resets the reference's keys, and the
-    reference (which ignores unknown keys) reads the same file unchanged.
-    """
-    try:
-        blk = _block(_load_root(config_path(root)), "knowledge")
-        if blk is None:
-            return None
-        return as_opt_str(blk.get(key))
-    except (_Invalid, _TypeError):
-        return None
 
 
 # ---------------------------------------------------------------- semantic (ours)
@@ -287,9 +238,9 @@ def load_semantic_config(
     where = f"{path}: knowledge.semantic" if path is not None else "knowledge.semantic"
     if path is not None and path.exists():
         try:
-            blk = _block(_load_root(path), "knowledge")
+            blk = block(load_document(path), "knowledge")
             node = blk.get("semantic") if blk is not None else None
-            sem = _mapping(node)
+            sem = mapping(node)
             if sem is not None:
                 for key in raw:
                     raw[key] = as_opt_str(sem.get(key))
@@ -298,9 +249,9 @@ def load_semantic_config(
                     raise ConfigError(
                         f"{where}: unknown key {extra[0]!r} (expected provider, url, model)"
                     )
-        except _Invalid as e:
+        except Unparsable as e:
             raise ConfigError(f"{path}: not valid YAML ({e})") from e
-        except _TypeError as e:
+        except WrongType as e:
             raise ConfigError(f"{where}: {e}") from e
     for key, var in SEMANTIC_ENV.items():
         v = env.get(var)
@@ -325,111 +276,6 @@ def load_semantic_config(
     if scheme not in ("http", "https"):
         raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
     return SemanticConfig(provider=provider, url=url.rstrip("/"), model=model)
-
-
-# ---------------------------------------------------------------- sync blocks
-
-
-@dataclass(frozen=True)
-class KnowledgeSyncConfig:
-    corpus_id: str | None = None
-    remote: str | None = None
-    retention: str = "all"
-
-
-def _parse_knowledge_sync(node: yaml.Node | None) -> KnowledgeSyncConfig:
-    m = _mapping(node)
-    if m is None:
-        return KnowledgeSyncConfig()
-    corpus_id = as_opt_str(m.get("corpus_id")) or None
-    remote = as_opt_str(m.get("remote")) or None
-    retention = as_opt_str(m.get("retention")) or "all"
-    return KnowledgeSyncConfig(corpus_id=corpus_id, remote=remote, retention=retention)
-
-
-def load_knowledge_sync_config(root: str | os.PathLike[str]) -> KnowledgeSyncConfig:
-    """`knowledge.sync` from the PROJECT file only; any error anywhere => defaults."""
-    try:
-        blk = _block(_load_root(config_path(root)), "knowledge")
-        if blk is None:
-            return KnowledgeSyncConfig()
-        return _parse_knowledge_sync(blk.get("sync"))
-    except (_Invalid, _TypeError):
-        return KnowledgeSyncConfig()
-
-
-@dataclass(frozen=True)
-class SyncConfig:
-    remote: str | None = None
-    lfs: bool = True
-    repo_id: str | None = None
-    ref: str | None = None
-    auto_pull: bool = False
-    retention: str = "all"
-
-
-def _parse_sync(root_node: yaml.Node | None) -> SyncConfig:
-    m = _block(root_node, "sync")
-    if m is None:
-        return SyncConfig()
-    kw: dict[str, Any] = {}
-    for key in ("remote", "repo_id", "ref"):
-        kw[key] = as_opt_str(m.get(key)) or None
-    for key, default in (("lfs", True), ("auto_pull", False)):
-        node = m.get(key)
-        kw[key] = default if node is None or _is_null(node) else as_bool(node)
-    kw["retention"] = as_opt_str(m.get("retention")) or "all"
-    return SyncConfig(**kw)
-
-
-def global_config_path() -> Path | None:
-    home = os.environ.get("CCE_HOME")
-    if home:
-        return Path(home) / "config.yml"
-    h = os.environ.get("HOME")
-    return Path(h) / ".cce" / "config.yml" if h else None
-
-
-def load_sync_config(root: str | os.PathLike[str], *, warn: bool = True) -> SyncConfig:
-    """The `sync:` block: project file, inheriting the global `sync.remote` when unset.
-
-    A malformed project file warns on stderr and stays all-local (no remote).
-    """
-    proj = config_path(root)
-    glob = global_config_path()
-
-    def load_global() -> SyncConfig | None:
-        if glob is None:
-            return None
-        try:
-            node = _load_root(glob)
-        except _Invalid:
-            return None
-        if node is None:
-            return None
-        try:
-            return _parse_sync(node)
-        except _TypeError:
-            return None
-
-    if proj.exists():
-        try:
-            node = _load_root(proj)
-            cfg = _parse_sync(node)
-        except (_Invalid, _TypeError) as e:
-            if warn:
-                print(
-                    f"warning: project sync config {proj} is malformed and was ignored ({e}); "
-                    "staying all-local — fix the file or run `cce sync init` to rewrite it",
-                    file=sys.stderr,
-                )
-            return SyncConfig()
-        if cfg.remote is None:
-            g = load_global()
-            if g is not None and g.remote:
-                cfg = SyncConfig(**{**cfg.__dict__, "remote": g.remote})
-        return cfg
-    return load_global() or SyncConfig()
 
 
 def parse_retention(value: str | None) -> int | None:

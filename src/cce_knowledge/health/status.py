@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
@@ -222,14 +223,16 @@ class KnowledgeStatus:
 
 
 def resolve_status_remote(
-    root: str | os.PathLike[str], marker: SyncMarker | None, remote_override: str | None = None
+    root: str | os.PathLike[str],
+    settings: Settings,
+    marker: SyncMarker | None,
+    remote_override: str | None = None,
 ) -> tuple[str | None, str | None]:
     """(remote, corpus_id) for the freshness lookup, §7.1 rules; either may be None."""
-    from cce_knowledge.config.reader import load_knowledge_sync_config, load_sync_config
     from cce_knowledge.sync.marker import read_pulled_from
 
-    ks = load_knowledge_sync_config(root)
-    remote = remote_override or ks.remote or load_sync_config(root, warn=False).remote
+    ks = settings.knowledge.sync
+    remote = remote_override or ks.remote or settings.sync.remote
     corpus = marker.corpus_id if marker is not None else ks.corpus_id
     if not remote and marker is not None:
         # Pulled with `--remote URL` and nothing configured: the remote it came from.
@@ -245,8 +248,11 @@ def knowledge_status(
     remote_override: str | None = None,
     timeout: float = DEFAULT_REMOTE_TIMEOUT,
     cache_for: float = 0.0,
+    settings: Settings | None = None,
 ) -> KnowledgeStatus:
     """Describe the active store. Raises StoreError when none can be loaded."""
+    if settings is None:
+        settings = load_settings(root, warn=False)
     if facts is None:
         facts = store_facts(root)
     marker = read_marker_lenient(root)
@@ -264,7 +270,7 @@ def knowledge_status(
         marker_snapshot=marker.snapshot if marker else None,
         checksum=check_installed_bytes(root, marker),
     )
-    remote, remote_corpus = resolve_status_remote(root, marker, remote_override)
+    remote, remote_corpus = resolve_status_remote(root, settings, marker, remote_override)
     st.remote = strip_credentials(remote) if remote else None
     st.remote_corpus = remote_corpus
     if remote is None:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cce_knowledge.config.reader import KnowledgeConfig, config_path, load_knowledge_config
+from cce_knowledge.config.reader import config_path
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError, UsageError
 from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
 from cce_knowledge.mcp import render
@@ -161,7 +162,7 @@ class KnowledgeTools:
         self.remote_timeout = remote_timeout
         self._searcher: Any = None
         self._cfg_key: tuple[int, int] | None = None
-        self._cfg = KnowledgeConfig()
+        self._settings = Settings()
         self._redact: Any = None
         self._sig: Signature | None = None
         self._view: StoreView | None = None
@@ -172,17 +173,17 @@ class KnowledgeTools:
 
     # ------------------------------------------------------------ shared state
 
-    def config(self) -> KnowledgeConfig:
-        """`.cce/config` knowledge block, re-read only when the file changes."""
+    def settings(self) -> Settings:
+        """`.cce/config`, re-read only when the file changes."""
         try:
             st = config_path(self.root).stat()
             key = (st.st_mtime_ns, st.st_size)
         except OSError:
             key = (-1, -1)
         if key != self._cfg_key:
-            self._cfg = load_knowledge_config(self.root)
+            self._settings = load_settings(self.root)
             self._cfg_key = key
-        return self._cfg
+        return self._settings
 
     def warm(self) -> threading.Thread:
         """Load (or build) the search index on a background thread, so an agent's first
@@ -208,7 +209,7 @@ class KnowledgeTools:
         if self._searcher is None:
             from cce_knowledge.retrieval.searcher import Searcher
 
-            self._searcher = Searcher(self.root)
+            self._searcher = Searcher(self.root, self.settings)
         return self._searcher
 
     def knowledge(self) -> tuple[StoreView | None, bool]:
@@ -256,7 +257,7 @@ class KnowledgeTools:
         query = rs_trim(_str_arg(args, "query") or "")
         if not query:
             return ToolOutput("context_search requires a non-empty `query`.", True)
-        cfg = self.config()
+        cfg = self.settings().knowledge
         # One look at `current` per call: it decides the default source and is served.
         view, present = self.knowledge() if cfg.enabled else (None, False)
         source = rs_trim(_str_arg(args, "source") or "")
@@ -317,7 +318,7 @@ class KnowledgeTools:
     # ------------------------------------------------------------ expand / related
 
     def _target(self, chunk_id: str) -> tuple[StoreView, int] | None:
-        if not self.config().enabled:
+        if not self.settings().knowledge.enabled:
             return None
         view, _ = self.knowledge()
         if view is None or self._scanned(view) is None:

@@ -22,6 +22,7 @@ from cce_knowledge.core.errors import UsageError
 from cce_knowledge.core.rustcompat import format6
 
 if TYPE_CHECKING:
+    from cce_knowledge.config.settings import Settings
     from cce_knowledge.store.store_file import KnowledgeStore
 
 RANKINGS = ("default", "reference")
@@ -54,16 +55,10 @@ class Hit:
         return f"{self.record_id}:{self.start_line}-{self.end_line}"
 
 
-def configured_min_score(root: str | os.PathLike[str] | None, ranking: str) -> float:
+def configured_min_score(settings: Settings | None, ranking: str) -> float:
     """The floor when none is given: `knowledge.min_score` for reference, else our default."""
-    if (
-        ranking == "reference"
-        and root is not None
-        and os.path.exists(os.path.join(root, ".cce", "config"))
-    ):
-        from cce_knowledge.config.reader import load_knowledge_config
-
-        return float(load_knowledge_config(root).min_score)
+    if ranking == "reference" and settings is not None:
+        return settings.knowledge.min_score
     return default_min_score(ranking)
 
 
@@ -119,17 +114,12 @@ def hit_header(hit: Hit) -> str:
     return f"{hit.rank:>2}. [{format6(hit.score)}] {prov} #{hit.chunk_id}"
 
 
-def resolve_ranking(root: str | os.PathLike[str] | None, cli_value: str | None) -> str:
-    """`--ranking` wins; else `knowledge.ranking` from `.cce/config` when valid; else default."""
+def resolve_ranking(settings: Settings | None, cli_value: str | None) -> str:
+    """`--ranking` wins; else `knowledge.ranking` from `.cce/config`; else default."""
     if cli_value is not None:
         return check_ranking(cli_value)
-    # No config file → no YAML import: keeps a cold `cce knowledge search` lean.
-    if root is not None and os.path.exists(os.path.join(root, ".cce", "config")):
-        from cce_knowledge.config.reader import load_extra_knowledge_key
-
-        v = load_extra_knowledge_key(root, "ranking")
-        if v in RANKINGS:
-            return str(v)
+    if settings is not None and settings.knowledge.ranking is not None:
+        return settings.knowledge.ranking
     return "default"
 
 

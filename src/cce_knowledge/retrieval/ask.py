@@ -104,6 +104,7 @@ def run_ask(
     min_score: float | None = None,
     ranking: str | None = None,
 ) -> AskReport:
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.contract.asksuite import parse_suite
     from cce_knowledge.retrieval import check_ranking, default_min_score, resolve_ranking
 
@@ -117,7 +118,8 @@ def run_ask(
         ) from e
     suite = parse_suite(text)
 
-    rk = check_ranking(ranking) if ranking is not None else resolve_ranking(root, None)
+    settings = None if root is None else load_settings(root)
+    rk = check_ranking(ranking) if ranking is not None else resolve_ranking(settings, None)
 
     if root is not None:
         from cce_knowledge.retrieval.searcher import Searcher
@@ -136,7 +138,7 @@ def run_ask(
                 load_current(root)
             except StoreError as e:
                 raise CceError(f"could not load knowledge store under {root}: {e}") from e
-        searcher = Searcher(root)
+        searcher = Searcher(root, settings)
         try:
             searcher.index()
         except StoreError as e:
@@ -145,7 +147,7 @@ def run_ask(
         if min_score is None:
             from cce_knowledge.retrieval import configured_min_score
 
-            min_score = configured_min_score(root, rk)
+            min_score = configured_min_score(settings, rk)
 
         def run(query: str, k: int, floor: float) -> list[Hit]:
             return searcher.search(query, k, ranking=rk, min_score=floor)

@@ -8,9 +8,11 @@ the full store when it must (no index could be built, or a caller asks for
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError
 
 if TYPE_CHECKING:
@@ -34,12 +36,24 @@ def _store_signature(root: Path) -> tuple[str, int, int] | None:
 class Searcher:
     """Loads the store's derived index once; reloads when the store changes."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        settings: Settings | Callable[[], Settings] | None = None,
+    ) -> None:
+        """`settings`: the root's settings, or a function giving the current ones (the
+        MCP server re-reads a changed file); None reads them once, on first use."""
         self.root = Path(root)
+        self._settings = settings
         self._sig: tuple[str, int, int] | None = None
         self._index: FastIndex | None = None
         self._store: KnowledgeStore | None = None
         self._loaded_sig: tuple[str, int, int] | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.root)
+        return self._settings() if callable(self._settings) else self._settings
 
     def _refresh(self) -> tuple[str, int, int] | None:
         sig = _store_signature(self.root)
@@ -87,8 +101,9 @@ class Searcher:
     ) -> list[Hit]:
         from cce_knowledge.retrieval import check_ranking, configured_min_score, resolve_ranking
 
-        rk = check_ranking(ranking) if ranking is not None else resolve_ranking(self.root, None)
-        floor = configured_min_score(self.root, rk) if min_score is None else min_score
+        settings = self.settings()
+        rk = check_ranking(ranking) if ranking is not None else resolve_ranking(settings, None)
+        floor = configured_min_score(settings, rk) if min_score is None else min_score
         idx = self.index()
         if idx is None:
             raise StoreError(_no_store(self.root))

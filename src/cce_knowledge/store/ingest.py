@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.config.reader import load_knowledge_config, load_markdown_config
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
@@ -388,6 +388,7 @@ def index_to_root(
     root: str = ".",
     manifest: str | None = None,
     jobs: int | None = None,
+    settings: Settings | None = None,
 ) -> IndexResult:
     """`cce knowledge index`: checks in the reference order, then one atomic save.
 
@@ -396,9 +397,11 @@ def index_to_root(
     """
     if not Path(feed).is_file():
         raise CceError(f"not a file: {feed}")
-    if not load_knowledge_config(root).enabled:
+    if settings is None:
+        settings = load_settings(root)
+    if not settings.knowledge.enabled:
         raise CceError("knowledge is disabled (knowledge.enabled: false in .cce/config)")
-    budget = load_markdown_config(root).max_section_tokens
+    budget = settings.markdown.max_section_tokens
     try:
         raw = Path(feed).read_bytes()
     except OSError as e:

@@ -19,7 +19,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
-from cce_knowledge.config.reader import config_path, load_sync_config
+from cce_knowledge.config.reader import config_path
+from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, CCK_ATTR_LINE, open_cache
@@ -104,7 +105,7 @@ def sync_init(
         old = path.read_text(encoding="utf-8") if path.exists() else None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from e
-    if repo_id is None and not load_sync_config(root, warn=False).repo_id:
+    if repo_id is None and not load_settings(root, warn=False).sync.repo_id:
         # Unset: derive it from the project's own git origin, as the reference does.
         repo_id = origin_repo_id(root)
     text, rewrote = edit_config_text(old, rem.url, lfs, repo_id)
@@ -132,7 +133,7 @@ def sync_init(
         raise ConfigError(f"cannot write {path}: {e}") from e
     kept_repo_id = repo_id
     if kept_repo_id is None:
-        kept_repo_id = load_sync_config(root, warn=False).repo_id
+        kept_repo_id = load_settings(root, warn=False).sync.repo_id  # the file as written
     return InitResult(
         remote=rem.display,
         lfs=lfs,

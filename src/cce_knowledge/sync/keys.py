@@ -7,10 +7,10 @@ any remote operation, and every key we write or delete is checked to sit inside
 
 from __future__ import annotations
 
-import os
 import re
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import SyncError
 
 #: The key-space version: the segment after the last `/` of the contract id.
@@ -93,13 +93,11 @@ def check_snapshot_arg(snapshot: str) -> str:
     return snapshot
 
 
-def resolve_corpus_id(root: str | os.PathLike[str], cli: str | None) -> str:
+def resolve_corpus_id(settings: Settings, cli: str | None) -> str:
     """`--corpus` (even empty) else `knowledge.sync.corpus_id`; never derived (§3.2)."""
     if cli is not None:
         return cli
-    from cce_knowledge.config.reader import load_knowledge_sync_config
-
-    cid = load_knowledge_sync_config(root).corpus_id
+    cid = settings.knowledge.sync.corpus_id
     if not cid:
         raise SyncError(
             "cannot determine corpus_id: pass --corpus <id> or set `knowledge.sync.corpus_id` "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.rustcompat import rs_trim
@@ -213,12 +214,16 @@ def pull_corpus(
     snapshot: str | None = None,
     force: bool = False,
     remote: str | Remote | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`."""
-    corpus_id = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
+    if settings is None:
+        settings = load_settings(root)
+    corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
-    rem: Remote = resolve_remote(root, remote)
+    rem: Remote = resolve_remote(settings, remote)
     if native() is None:
         prefetch_numpy()  # the pure Python path needs it; overlaps the clone/fetch below
     found = _locate_in_place(root, rem, corpus_id, snapshot, force)

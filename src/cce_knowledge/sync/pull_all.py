@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import CceError
 from cce_knowledge.store.store_file import writer_lock
 from cce_knowledge.sync.gitcache import open_cache
@@ -42,9 +43,15 @@ def _row(status: str, what: str) -> str:
 
 
 def pull_all(
-    into: str | os.PathLike[str], remote: str | Remote | None = None, corpus: str | None = None
+    into: str | os.PathLike[str],
+    remote: str | Remote | None = None,
+    corpus: str | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> PullAllResult:
-    rem = remote if isinstance(remote, Remote) else resolve_listing_remote(into, remote)
+    if settings is None:
+        settings = load_settings(into)
+    rem = resolve_listing_remote(settings, remote)
     with open_cache(rem) as cache:
         ids = cache.list_corpora()
         repos = _repo_rows(cache)
@@ -96,7 +103,7 @@ def pull_all(
             res.knowledge = "up-to-date"
             return res
         try:
-            pr = pull_corpus(into, corpus=chosen, remote=rem)
+            pr = pull_corpus(into, corpus=chosen, remote=rem, settings=settings)
         except CceError as e:
             res.lines.append(f"  warning: skipped knowledge corpus {chosen} — {e.message}\n")
             res.knowledge = "skipped"

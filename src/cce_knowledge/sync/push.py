@@ -11,11 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from cce_knowledge.config.reader import (
-    load_knowledge_sync_config,
-    load_sync_config,
-    parse_retention,
-)
+from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import CceError, StoreError, SyncError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.store.store_file import (
@@ -213,6 +209,8 @@ def push_corpus(
     dry_run: bool = False,
     skip_unchanged: bool = False,
     lfs: bool | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> PushResult:
     """Publish (or dry-run) the local store. Raises CceError on every refusal.
 
@@ -222,10 +220,13 @@ def push_corpus(
     forced push always publishes.
 
     `lfs=None` follows `sync.lfs` (default on); `False` publishes plain git blobs.
+    `settings`: the root's, read here when not given.
     """
+    if settings is None:
+        settings = load_settings(root)
     # Error order as the reference: no store, then the corpus id, then Phase-A.
     try:
-        corpus_id: str | None = K.check_corpus_id(K.resolve_corpus_id(root, corpus))
+        corpus_id: str | None = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
         id_error: SyncError | None = None
     except SyncError as e:
         corpus_id, id_error = None, e
@@ -235,7 +236,7 @@ def push_corpus(
     if out.phase_a:
         raise SyncError(PHASE_A_REFUSAL)
     m = out.manifest
-    rem: Remote = resolve_remote(root, remote)
+    rem: Remote = resolve_remote(settings, remote)
     key = K.artifact_key(corpus_id, m.snapshot)
     res = PushResult(
         corpus_id=corpus_id,
@@ -247,7 +248,7 @@ def push_corpus(
         data_as_of=m.data_as_of,
         remote=rem.display,
     )
-    use_lfs = load_sync_config(root).lfs if lfs is None else lfs
+    use_lfs = settings.sync.lfs if lfs is None else lfs
     if use_lfs and not dry_run and not lfs_available():
         raise SyncError(NO_LFS)
     with open_cache(rem, for_write=not dry_run) as cache:
@@ -281,7 +282,7 @@ def push_corpus(
         )
         cache.put_many(entries, message, keep_if_present=same)
         res.published = True
-        policy = parse_retention(load_knowledge_sync_config(root).retention)
+        policy = settings.knowledge.sync.keep_last
         if policy is not None:
             res.retention = f"keep-last-{policy}"
             try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from cce_knowledge.config.reader import load_knowledge_sync_config, load_sync_config
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import SyncError
 
 TOKEN_ENV_VARS = ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")
@@ -186,26 +186,21 @@ def clone_dir(remote: Remote) -> Path:
     return sync_home() / slug(remote)
 
 
-def resolve_remote(root: str | os.PathLike[str], cli: str | Remote | None) -> Remote:
+def resolve_remote(settings: Settings, cli: str | Remote | None) -> Remote:
     """`knowledge push|pull` chain: --remote, knowledge.sync.remote, sync.remote (§3.3)."""
     if isinstance(cli, Remote):
         return cli
-    if cli is not None:
-        return make_remote(cli)
-    ks = load_knowledge_sync_config(root)
-    if ks.remote:
-        return make_remote(ks.remote)
-    sc = load_sync_config(root)
-    if sc.remote:
-        return make_remote(sc.remote)
-    raise SyncError(NO_REMOTE_KNOWLEDGE)
+    url = cli if cli is not None else settings.knowledge.sync.remote or settings.sync.remote
+    if url is None:
+        raise SyncError(NO_REMOTE_KNOWLEDGE)
+    return make_remote(url)
 
 
-def resolve_listing_remote(root: str | os.PathLike[str], cli: str | None) -> Remote:
+def resolve_listing_remote(settings: Settings, cli: str | Remote | None) -> Remote:
     """`sync list` / `sync pull --all` chain: --remote, else sync.remote only."""
-    if cli is not None:
-        return make_remote(cli)
-    sc = load_sync_config(root)
-    if sc.remote:
-        return make_remote(sc.remote)
-    raise SyncError(NO_REMOTE_SYNC)
+    if isinstance(cli, Remote):
+        return cli
+    url = cli if cli is not None else settings.sync.remote
+    if url is None:
+        raise SyncError(NO_REMOTE_SYNC)
+    return make_remote(url)

@@ -1,0 +1,36 @@
+"""The JSON Schema of `.cce/config`, generated from the settings classes.
+
+Published as schemas/cce.config.schema.json for editors (a test keeps it in step:
+regenerate with `python tools/gen_config_schema.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cce_knowledge.config.settings import Settings
+
+SCHEMA_ID = "https://cce-knowledge.dev/schemas/cce.config.schema.json"
+SCHEMA_FILE = "cce.config.schema.json"
+
+
+def config_json_schema() -> dict[str, Any]:
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(Settings).json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        **schema,
+        "title": "cce .cce/config",
+        "description": (
+            "Project settings of cce-knowledge (YAML). Keys the reference engine also "
+            "reads follow its tolerance rules: a value of the wrong type resets its block "
+            "to the defaults. Unknown keys are ignored."
+        ),
+    }
+
+
+def config_schema_text() -> str:
+    return json.dumps(config_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,324 @@
+"""The project's settings: `<root>/.cce/config` read once into one typed object.
+
+`load_settings(root)` is called at the edge (a CLI command, the MCP server, a library
+entry point given no settings) and the `Settings` it returns is passed down; nothing
+below the edge reads the file again.
+
+The blocks the reference engine also reads (`markdown`, `knowledge`, `knowledge.sync`,
+`sync`) keep its tolerance rules (config/reader.py): a type error resets the block to
+its defaults and is never an error. Keys that are ours alone (`knowledge.ranking`, and
+the blocks listed in `EXTENSION_BLOCKS`) are read on their own, so a bad value never
+resets a reference key.
+
+The classes are plain frozen dataclasses so that reading settings costs no pydantic
+import (measured: `from pydantic import BaseModel` is ~80 ms, as long as a whole cold
+`cce knowledge search`); pydantic validates our extension blocks (config/validate.py)
+and generates the published JSON Schema from these same classes (config/schema.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from cce_knowledge.config.reader import (
+    Unparsable,
+    WrongType,
+    as_bool,
+    as_float,
+    as_opt_str,
+    as_uint,
+    block,
+    config_path,
+    is_null,
+    load_document,
+    mapping,
+    parse_retention,
+    to_python,
+)
+from cce_knowledge.config.validate import validate_value
+from cce_knowledge.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
+
+#: Lets pydantic take each field's docstring as its JSON Schema description.
+_SCHEMA_CONFIG: Any = {"use_attribute_docstrings": True}
+
+Ranking = Literal["default", "reference"]
+Source = Literal["code", "knowledge", "both"]
+
+DEFAULT_SECTION_TOKENS = 400
+DEFAULT_KNOWLEDGE_MIN_SCORE = 0.30
+
+
+@dataclass(frozen=True)
+class MarkdownSettings:
+    """How markdown bodies are split into sections."""
+
+    __pydantic_config__ = _SCHEMA_CONFIG
+
+    max_section_tokens: int = DEFAULT_SECTION_TOKENS
+    """Token budget (a non-negative integer) of one section before it is split
+    further; 0 means 400."""
+
+
+@dataclass(frozen=True)
+class KnowledgeSyncSettings:
+    """Where `cce knowledge push|pull` publish and fetch this project's corpus."""
+
+    __pydantic_config__ = _SCHEMA_CONFIG
+
+    corpus_id: str | None = None
+    """The corpus identity in the cache repository (never derived)."""
+    remote: str | None = None
+    """Git URL of the cache repository; wins over `sync.remote`."""
+    retention: str = "all"
+    """`all`, or `keep-last-<n>`: snapshots kept on the remote after a push."""
+
+    @property
+    def keep_last(self) -> int | None:
+        """n of `keep-last-<n>`; None keeps every snapshot."""
+        return parse_retention(self.retention)
+
+
+@dataclass(frozen=True)
+class KnowledgeSettings:
+    """The knowledge layer: indexing and search."""
+
+    __pydantic_config__ = _SCHEMA_CONFIG
+
+    enabled: bool = True
+    """`false` refuses `cce knowledge index`."""
+    min_score: float = DEFAULT_KNOWLEDGE_MIN_SCORE
+    """Score floor of the reference ranking when none is given."""
+    default_source: Source = "both"
+    """Which source a combined search reads by default."""
+    sync: KnowledgeSyncSettings = field(default_factory=KnowledgeSyncSettings)
+    """The cache repository of `cce knowledge push|pull`."""
+    ranking: Ranking | None = None
+    """Ours: the ranking `search`/`ask`/MCP use when `--ranking` is not given."""
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """The cache remote of `cce sync`; `remote` is inherited from the global file."""
+
+    __pydantic_config__ = _SCHEMA_CONFIG
+
+    remote: str | None = None
+    """Git URL of the cache repository."""
+    lfs: bool = True
+    """Store `*.cck` / `*.cce` artifacts through git-LFS."""
+    repo_id: str | None = None
+    """`owner/name` of this project (derived from its git origin by `cce sync init`)."""
+    ref: str | None = None
+    """Branch of the cache repository (the remote's default when unset)."""
+    auto_pull: bool = False
+    """Reserved: read for compatibility, not acted on."""
+    retention: str = "all"
+    """`all`, or `keep-last-<n>`."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `.cce/config` says, resolved once."""
+
+    __pydantic_config__ = _SCHEMA_CONFIG
+
+    markdown: MarkdownSettings = field(default_factory=MarkdownSettings)
+    """How markdown bodies are split into sections."""
+    knowledge: KnowledgeSettings = field(default_factory=KnowledgeSettings)
+    """The knowledge layer: indexing, search and its cache repository."""
+    sync: SyncSettings = field(default_factory=SyncSettings)
+    """The cache remote of `cce sync`."""
+
+
+#: Our own blocks under `knowledge:`, validated strictly by pydantic: name -> the type
+#: of its `KnowledgeSettings` field (a dataclass, or e.g. a Literal for a scalar).
+#: Adding a block: a field on KnowledgeSettings (default: off) and a line here.
+EXTENSION_BLOCKS: dict[str, Any] = {}
+
+# ------------------------------------------------------------------ reading
+
+
+def load_settings(root: str | os.PathLike[str], *, warn: bool = True) -> Settings:
+    """`<root>/.cce/config`, read and parsed once. A missing file gives the defaults
+    without importing a YAML parser (a cold search stays lean).
+
+    Raises ConfigError (naming the file and the key) only for a bad value of one of
+    our own extension blocks; reference keys follow the tolerance rules.
+    """
+    path = config_path(root)
+    try:
+        doc = load_document(path)
+        problem: Exception | None = None
+    except Unparsable as e:
+        doc, problem = None, e
+    knowledge = replace(_knowledge(doc), ranking=_ranking(doc, path, warn))
+    extensions = _extensions(doc, path)
+    if extensions:
+        knowledge = replace(knowledge, **extensions)
+    return Settings(
+        markdown=_markdown(doc),
+        knowledge=knowledge,
+        sync=_sync(path, doc, problem, warn),
+    )
+
+
+def _markdown(doc: yaml.Node | None) -> MarkdownSettings:
+    try:
+        blk = block(doc, "markdown")
+        node = blk.get("max_section_tokens") if blk else None
+        if node is None or is_null(node):
+            return MarkdownSettings()
+        return MarkdownSettings(max_section_tokens=as_uint(node) or DEFAULT_SECTION_TOKENS)
+    except WrongType:
+        return MarkdownSettings()
+
+
+def _knowledge(doc: yaml.Node | None) -> KnowledgeSettings:
+    """The reference's `knowledge` block; `knowledge.sync` is also read on its own
+    (docs/spec/sync.md §3.4), so a bad `enabled` never loses the corpus id."""
+    try:
+        ks = _knowledge_sync(block(doc, "knowledge"))
+    except WrongType:
+        ks = KnowledgeSyncSettings()
+    try:
+        blk = block(doc, "knowledge")
+        if blk is None:
+            return KnowledgeSettings(sync=ks)
+        enabled, min_score, source = True, DEFAULT_KNOWLEDGE_MIN_SCORE, "both"
+        if "enabled" in blk and not is_null(blk["enabled"]):
+            enabled = as_bool(blk["enabled"])
+        if "min_score" in blk and not is_null(blk["min_score"]):
+            f = as_float(blk["min_score"])
+            if f == f and f not in (float("inf"), float("-inf")):
+                min_score = f
+        if "default_source" in blk:
+            s = as_opt_str(blk["default_source"])
+            if s in ("code", "knowledge", "both"):
+                source = s
+        # The reference deserialises `knowledge.sync` inside this block too: a type
+        # error there is a type error of the whole block.
+        _knowledge_sync(blk)
+        return KnowledgeSettings(
+            enabled=enabled,
+            min_score=min_score,
+            default_source=source,  # type: ignore[arg-type]  # checked just above
+            sync=ks,
+        )
+    except WrongType:
+        return KnowledgeSettings(sync=ks)
+
+
+def _knowledge_sync(knowledge: dict[str, yaml.Node] | None) -> KnowledgeSyncSettings:
+    m = mapping(knowledge.get("sync")) if knowledge else None
+    if m is None:
+        return KnowledgeSyncSettings()
+    return KnowledgeSyncSettings(
+        corpus_id=as_opt_str(m.get("corpus_id")) or None,
+        remote=as_opt_str(m.get("remote")) or None,
+        retention=as_opt_str(m.get("retention")) or "all",
+    )
+
+
+def _ranking(doc: yaml.Node | None, path: Path, warn: bool) -> Ranking | None:
+    """`knowledge.ranking`: a bad value is ignored (the default ranking) with a warning
+    naming the file and the key, never an error (tests/cli/test_search_cli.py)."""
+    try:
+        blk = block(doc, "knowledge")
+        value = as_opt_str(blk.get("ranking")) if blk else None
+    except WrongType:
+        return None
+    if value in (None, "default", "reference"):
+        return value  # type: ignore[return-value]  # one of the Literal's values
+    if warn:
+        print(
+            f"warning: {path}: knowledge.ranking: {value!r} is not one of default, "
+            "reference; using the default ranking",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _extensions(doc: yaml.Node | None, path: Path) -> dict[str, Any]:
+    """Our own `knowledge.<name>` blocks of EXTENSION_BLOCKS, validated strictly: a bad
+    value is a ConfigError naming the file and the key."""
+    try:
+        blk = block(doc, "knowledge")
+    except WrongType:
+        return {}
+    out: dict[str, Any] = {}
+    for name, form in EXTENSION_BLOCKS.items():
+        node = blk.get(name) if blk else None
+        if node is not None and not is_null(node):
+            try:
+                value = to_python(node)
+            except WrongType as e:
+                raise ConfigError(f"{path}: knowledge.{name}: {e}") from None
+            out[name] = validate_value(value, form, f"{path}: knowledge.{name}")
+    return out
+
+
+def _sync_block(doc: yaml.Node | None) -> SyncSettings:
+    m = block(doc, "sync")
+    if m is None:
+        return SyncSettings()
+    flags = {}
+    for key, default in (("lfs", True), ("auto_pull", False)):
+        node = m.get(key)
+        flags[key] = default if node is None or is_null(node) else as_bool(node)
+    return SyncSettings(
+        remote=as_opt_str(m.get("remote")) or None,
+        repo_id=as_opt_str(m.get("repo_id")) or None,
+        ref=as_opt_str(m.get("ref")) or None,
+        retention=as_opt_str(m.get("retention")) or "all",
+        **flags,
+    )
+
+
+def global_config_path() -> Path | None:
+    home = os.environ.get("CCE_HOME")
+    if home:
+        return Path(home) / "config.yml"
+    h = os.environ.get("HOME")
+    return Path(h) / ".cce" / "config.yml" if h else None
+
+
+def _global_sync() -> SyncSettings | None:
+    glob = global_config_path()
+    if glob is None:
+        return None
+    try:
+        doc = load_document(glob)
+        return None if doc is None else _sync_block(doc)
+    except (Unparsable, WrongType):
+        return None
+
+
+def _sync(path: Path, doc: yaml.Node | None, problem: Exception | None, warn: bool) -> SyncSettings:
+    """The `sync:` block: the project file's, inheriting the global `sync.remote` when
+    unset. A malformed project file warns on stderr and stays all-local (no remote)."""
+    if doc is None and problem is None and not path.exists():
+        return _global_sync() or SyncSettings()
+    try:
+        if problem is not None:
+            raise problem
+        cfg = _sync_block(doc)
+    except (Unparsable, WrongType) as e:
+        if warn:
+            print(
+                f"warning: project sync config {path} is malformed and was ignored ({e}); "
+                "staying all-local — fix the file or run `cce sync init` to rewrite it",
+                file=sys.stderr,
+            )
+        return SyncSettings()
+    if cfg.remote is None:
+        g = _global_sync()
+        if g is not None and g.remote:
+            cfg = replace(cfg, remote=g.remote)
+    return cfg

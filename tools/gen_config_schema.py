@@ -1,0 +1,21 @@
+"""Write schemas/cce.config.schema.json from the settings classes.
+
+Run after changing src/cce_knowledge/config/settings.py; tests/config checks that the
+published file is in step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cce_knowledge.config.schema import SCHEMA_FILE, config_schema_text
+
+
+def main() -> None:
+    out = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
+    out.write_text(config_schema_text(), encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
