@@ -114,3 +114,14 @@ def test_compact_form_of_the_nested_vector_section() -> None:
     text = (TESTS / "vectors" / "markdown" / "nested.md").read_text(encoding="utf-8")
     (chunk,) = chunk_markdown("nested.md", text, 400)
     assert render.compact_body(chunk.content) == "# API\n… (+10 lines)"
+
+
+def test_status_first_lines_name_commands_this_tool_has() -> None:
+    # docs/spec/sync.md §7.1: a root here never has a code index.
+    assert render.not_indexed_status("/r/.cce/knowledge/current") == (
+        "not indexed — no knowledge store at /r/.cce/knowledge/current. "
+        "Run `cce knowledge index FEED` or `cce knowledge pull`."
+    )
+    assert render.KNOWLEDGE_ONLY_STATUS == (
+        "no code index here: this server serves the knowledge store below."
+    )
