@@ -203,7 +203,7 @@ def test_manifest_refuses_a_malformed_feed_and_writes_nothing(
     out.write_text("previous")
     assert main(["knowledge", "manifest", str(bad_feed), "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
-        "error: line 3: invalid cce.knowledge/v1 record: missing field `body` at line 1 column 22\n"
+        f"error: {bad_feed}:3: $: invalid cce.knowledge/v1 record: missing field `body` at line 1 column 22\n"
     )
     assert out.read_text() == "previous"
     assert main(["knowledge", "manifest", str(tmp_path)]) == 1

@@ -152,13 +152,13 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_manifest(args: argparse.Namespace) -> int:
     from cce_knowledge.contract.manifest import build_manifest, feed_sha256
-    from cce_knowledge.contract.ndjson import check_is_file, parse_feed, read_feed
+    from cce_knowledge.contract.ndjson import check_is_file, parse_feed_located, read_feed
     from cce_knowledge.core.atomic import atomic_write
 
     feed = args.feed if args.dir == "." else os.path.join(args.dir, args.feed)
     check_is_file(feed)
     raw, text = read_feed(feed)
-    records = parse_feed(text)
+    records = parse_feed_located(text, feed)
     data = build_manifest(raw, len(records))
     if args.out is None:
         sys.stdout.write(data.decode("utf-8"))

@@ -77,6 +77,11 @@ class FeedLineError:
         """The reference engine's exact error text for this line."""
         return f"line {self.line}: invalid {KNOWLEDGE_SCHEMA_ID} record: {self.serde_text}"
 
+    def located_message(self, file: str) -> str:
+        """`FILE:LINE: $.path: …`, the way `validate` names a bad line, followed by the
+        reference's exact text (the serde_json part the contract pins)."""
+        return f"{file}:{self.line}: {self.path}: invalid {KNOWLEDGE_SCHEMA_ID} record: {self.serde_text}"
+
 
 # -- reading ------------------------------------------------------------------
 
@@ -325,3 +330,31 @@ def parse_feed(text: str) -> list[KnowledgeRecord]:
             raise ContractError(r.contract_message())
         out.append(r)
     return out
+
+
+def parse_feed_located(text: str, file: str) -> list[KnowledgeRecord]:
+    """`parse_feed` for a named file: the first bad line raises a ContractError that
+    names the file, the line and the field (`FeedLineError.located_message`)."""
+    out: list[KnowledgeRecord] = []
+    for _, r in iter_feed(text):
+        if isinstance(r, FeedLineError):
+            raise ContractError(r.located_message(file))
+        out.append(r)
+    return out
+
+
+def locate_feed_error(raw: bytes, line_no: int, file: str) -> str | None:
+    """The located message for line `line_no` of feed bytes `raw` (1-based, blank lines
+    counted), or None if that line parses. Reads only up to that line."""
+    start = 0
+    for _ in range(line_no - 1):
+        nl = raw.find(b"\n", start)
+        if nl < 0:
+            return None
+        start = nl + 1
+    end = raw.find(b"\n", start)
+    line = raw[start : len(raw) if end < 0 else end].decode("utf-8", "replace")
+    if line.endswith("\r"):
+        line = line[:-1]
+    r = parse_line(line, line_no)
+    return r.located_message(file) if isinstance(r, FeedLineError) else None

@@ -24,7 +24,7 @@ from typing import Any
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
-from cce_knowledge.contract.ndjson import parse_feed
+from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, ContractError
@@ -424,7 +424,7 @@ def index_to_root(
         except ContractError as e:
             if e.message == UTF8_ERROR:
                 raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
-            raise
+            raise _located(e, raw, feed) from e
         except OSError as e:  # the spool itself could not be written
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
         if manifest is not None:
@@ -448,6 +448,14 @@ def index_to_root(
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
     result.store_display = f"{display_dir(root)}/{result.snapshot}.json"
     return result
+
+
+def _located(e: ContractError, raw: bytes, feed: str) -> ContractError:
+    """The workers report the reference's `line N: …` text; the command names the file
+    and the field too, as `validate` does."""
+    m = _LINE_PREFIX.match(e.message)
+    located = locate_feed_error(raw, int(m.group(1)), feed) if m else None
+    return ContractError(located) if located else e
 
 
 _SPOOL_BLOCK = 8 * 1024 * 1024
