@@ -482,3 +482,20 @@ def test_index_help_lists_options(
         assert opt in out
     doc = (TESTS.parent / "docs" / "cli" / "index.md").read_text(encoding="utf-8")
     assert out.strip() in doc, "docs/cli/index.md must quote `cce knowledge index --help` verbatim"
+
+
+def test_empty_feed_replaces_the_store_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seeded(tmp_path, capsys)
+    old = read_current(tmp_path)
+    rc, out, err = run(capsys, str(FEEDS / "empty.jsonl"), "--dir", str(tmp_path))
+    assert rc == 0 and "  records   : 0\n" in out
+    new = read_current(tmp_path)
+    assert err == (
+        f"warning: 0 records: the store for snapshot {new} is now empty "
+        f"(it replaced snapshot {old})\n"
+    )
+    # a feed with records says nothing on stderr
+    rc, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path))
+    assert rc == 0 and err == ""

@@ -6,6 +6,7 @@ Light at import: the handler imports the engine (tree-sitter) only when it runs.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet
@@ -65,6 +66,14 @@ def run(args: argparse.Namespace) -> int:
         f"  store     : {out.store_display}",
     ]
     print("\n".join(lines))
+    if out.records == 0:
+        # Valid (the reference accepts it), but rarely meant: an adapter that failed
+        # quietly would otherwise replace a working store without a word.
+        was = f" (it replaced snapshot {out.previous})" if out.previous else ""
+        print(
+            f"warning: 0 records: the store for snapshot {out.snapshot} is now empty{was}",
+            file=sys.stderr,
+        )
     from cce_knowledge.cli.semantic_cmds import embed_step
 
     embed_step(args.dir)

@@ -39,6 +39,7 @@ from cce_knowledge.store.store_file import (
     chunk_json,
     display_dir,
     embedding_json_sparse,
+    read_current,
     save_store_bytes,
     writer_lock,
 )
@@ -189,6 +190,8 @@ class IndexResult:
     records: int
     chunks: int
     store_display: str = ""
+    #: the snapshot `current` named before this index (None: there was none)
+    previous: str | None = None
 
 
 _LINE_PREFIX = re.compile(r"^line (\d+):")
@@ -443,6 +446,10 @@ def index_to_root(
 
         try:
             with writer_lock(root, "knowledge index"):
+                try:
+                    result.previous = read_current(root)
+                except (OSError, UnicodeDecodeError):
+                    result.previous = None
                 save_store_bytes(root, snapshot, parts())
         except OSError as e:
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
