@@ -11,6 +11,10 @@ from typing import Any
 
 _OUT_HELP = "write the feed here (atomically) instead of stdout"
 _EXIT = "exit status: 0 feed written, 1 failed (nothing written), 2 usage error"
+_EXIT_GITHUB = (
+    _EXIT
+    + ",\n3 stopped at the rate limit (nothing written; with --checkpoint the next run resumes)"
+)
 _MANIFEST_HELP = "also write the cce.feed-manifest/v1 sidecar (records + sha256) here"
 
 
@@ -32,34 +36,51 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     )
     ep.set_defaults(_parser=ep)
     esub = ep.add_subparsers(dest="adapter", metavar="ADAPTER")
+    _register_github(esub, formatter_class)
+    _register_docs(esub, formatter_class)
+    _register_okf(esub, formatter_class)
 
+
+def _register_github(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     gh = esub.add_parser(
         "github",
         help="issues and pull requests over the GitHub REST API",
         formatter_class=formatter_class,
         description=(
-            "Issues and pull requests of one repository over the GitHub REST API.\n"
-            "Base URL from GITHUB_API_URL (default https://api.github.com); token from\n"
-            "GITHUB_TOKEN or the variable named by --token-env. not_planned items are dropped\n"
-            "unless --keep-not-planned. With --checkpoint, later runs fetch only what changed\n"
-            "and an interrupted run resumes.\n\n" + _EXIT
+            "Issues and pull requests of one repository over the GitHub REST API, read by\n"
+            "pages: the issues list, the repository-wide comments (--include-comments), and\n"
+            "links from the pull requests' bodies. Base URL from GITHUB_API_URL (default\n"
+            "https://api.github.com); token from GITHUB_TOKEN or the variable named by\n"
+            "--token-env. not_planned items are dropped unless --keep-not-planned. With\n"
+            "--checkpoint, later runs fetch only what changed, and a run stopped by the rate\n"
+            "limit or an error resumes.\n\n" + _EXIT_GITHUB
         ),
     )
     gh.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository")
     _common_out(gh, out_help=_OUT_HELP + " (required with --since/--checkpoint)")
+    _github_incremental_args(gh)
+    _github_content_args(gh)
+    _github_http_args(gh)
+    gh.set_defaults(func=_github)
+
+
+def _github_incremental_args(gh: argparse.ArgumentParser) -> None:
     gh.add_argument(
         "--since",
         metavar="T",
-        help="incremental: fetch items updated at/after ISO-8601 T and merge into --out",
+        help="incremental: fetch items and comments updated at/after ISO-8601 T, merge into --out",
     )
     gh.add_argument(
         "--checkpoint",
         metavar="FILE",
-        help="incremental state: resume interrupted runs, continue from the last one",
+        help="incremental state (FILE, FILE.mirror): resume stopped runs, continue from the last",
     )
     gh.add_argument(
         "--full", action="store_true", help="ignore the checkpoint's state and refetch everything"
     )
+
+
+def _github_content_args(gh: argparse.ArgumentParser) -> None:
     gh.add_argument(
         "--state",
         choices=("open", "closed", "all"),
@@ -76,11 +97,14 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         action="store_true",
         help="keep items closed as not_planned (dropped by default)",
     )
-    gh.add_argument(
-        "--no-timeline",
+    tl = gh.add_mutually_exclusive_group()
+    tl.add_argument(
+        "--timeline",
         action="store_true",
-        help="skip the per-issue timeline (no linked pull requests in links)",
+        help="also read each issue's timeline: links from PR comments and other repositories "
+        "(one or more requests per issue)",
     )
+    tl.add_argument("--no-timeline", action="store_true", help="the default (kept for old scripts)")
     gh.add_argument(
         "--scrub",
         action="append",
@@ -88,6 +112,9 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         metavar="REGEX",
         help="replace matches in titles/bodies with [SCRUBBED] (repeatable)",
     )
+
+
+def _github_http_args(gh: argparse.ArgumentParser) -> None:
     gh.add_argument(
         "--token-env",
         default="GITHUB_TOKEN",
@@ -99,7 +126,8 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         type=float,
         default=300.0,
         metavar="SECONDS",
-        help="total time to spend waiting out rate limits and retries (default 300)",
+        help="total time to wait for rate-limit resets and retries; a longer rate-limit wait "
+        "stops the run (exit 3) (default 300)",
     )
     gh.add_argument(
         "--retries",
@@ -111,12 +139,13 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     gh.add_argument(
         "--concurrency",
         type=int,
-        default=4,
         metavar="N",
-        help="parallel per-item requests (timeline, comments) (default 4)",
+        help="pages fetched in parallel (default 4); per-issue timeline requests run one at "
+        "a time unless N is given",
     )
-    gh.set_defaults(func=_github)
 
+
+def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     dp = esub.add_parser(
         "docs",
         help="one record per Markdown file of a docs tree or git repository",
@@ -163,6 +192,8 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     _common_out(dp)
     dp.set_defaults(func=_docs)
 
+
+def _register_okf(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     op = esub.add_parser(
         "okf",
         help="an A3S knowledge base's promoted wiki/ (OKF Markdown)",
@@ -207,25 +238,32 @@ def _summary(args: argparse.Namespace, n: int) -> None:
     _say(args)(f"{n} records → {dest}" + (f" (manifest {args.manifest})" if args.manifest else ""))
 
 
-def _github(args: argparse.Namespace) -> int:
-    import os
-
+def _github_options(args: argparse.Namespace) -> Any:
     from cce_knowledge.core.errors import UsageError
-    from cce_knowledge.extract.checkpoint import run_github
-    from cce_knowledge.extract.github import Fetcher, GitHubOptions
-    from cce_knowledge.extract.httpclient import DEFAULT_API, GitHubClient
+    from cce_knowledge.extract.github import GitHubOptions
 
     if args.retries < 0 or args.max_wait < 0:
         raise UsageError("--retries and --max-wait must not be negative")
-    opts = GitHubOptions(
+    return GitHubOptions(
         repo=args.repo,
         state=args.state,
         include_comments=args.include_comments,
         keep_not_planned=args.keep_not_planned,
-        timeline=not args.no_timeline,
+        timeline=args.timeline,
         scrub=list(args.scrub),
-        concurrency=args.concurrency,
+        concurrency=4 if args.concurrency is None else args.concurrency,
+        item_concurrency=1 if args.concurrency is None else args.concurrency,
     )
+
+
+def _github(args: argparse.Namespace) -> int:
+    import os
+
+    from cce_knowledge.extract.checkpoint import run_github
+    from cce_knowledge.extract.github import Fetcher
+    from cce_knowledge.extract.httpclient import DEFAULT_API, GitHubClient
+
+    opts = _github_options(args)
     token = os.environ.get(args.token_env) or None
     base = os.environ.get("GITHUB_API_URL") or DEFAULT_API
     say = _say(args)
@@ -242,9 +280,11 @@ def _github(args: argparse.Namespace) -> int:
             progress=say,
         )
     since = f" since {stats.since}" if stats.since else ""
+    budget = f", {stats.rate_remaining} requests left" if stats.rate_remaining is not None else ""
     say(
-        f"{stats.mode} run{since}: {stats.pages} pages, {stats.requests} requests, "
-        f"{stats.upserts} fetched, {stats.removals} dropped, waited {stats.waited:.0f}s"
+        f"{stats.mode} run{since}: {stats.pages} pages, {stats.requests} requests{budget}, "
+        f"{stats.upserts} items fetched, {stats.removals} dropped, {stats.comments} comments, "
+        f"waited {stats.waited:.0f}s"
     )
     _summary(args, stats.records)
     return 0

@@ -41,3 +41,10 @@ class SyncError(CceError):
 
 class ExtractError(CceError):
     """An adapter could not produce a feed."""
+
+
+class RateLimitStop(ExtractError):
+    """An API's rate limit would outlast the allowed wait: the run stopped cleanly and
+    the next run resumes (exit 3, so a scheduler can tell it from a failure)."""
+
+    exit_code = 3

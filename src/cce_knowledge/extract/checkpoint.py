@@ -1,15 +1,18 @@
-"""Incremental GitHub extraction: checkpoint file + resumable partial log.
+"""A GitHub extraction run: plan, fetch pages, write — resumable and incremental.
 
-The checkpoint (`cce.extract-checkpoint/v1`, JSON) records the options it was made
-with, the high-water `updated_at` of the last completed run, the SHA-256 of the feed
-that run wrote, and — while a run is in flight — the next page to fetch. Fetched
-records are appended page by page to `<checkpoint>.partial`, so an interrupted run
-resumes where it stopped instead of refetching everything (appending keeps the cost
-linear; rewriting a growing checkpoint per page would be quadratic).
+A run has two stages of pages: the issues list, then (with comments) the
+repository-wide issue comments. The checkpoint (`cce.extract-checkpoint/v1`, JSON)
+records the options it was made with, the high-water `updated_at` of items and of
+comments from the last completed run, the SHA-256 of the feed that run wrote, and —
+while a run is in flight — its stage and next page. Fetched pages are appended to
+`<checkpoint>.partial`, so an interrupted or rate-limited run resumes where it stopped
+instead of refetching everything (appending keeps the cost linear). The tracker as
+last seen lives in `<checkpoint>.mirror` (see `github_mirror.py`).
 
-Completed run: feed written atomically first, then the checkpoint; a crash between
-the two leaves a checkpoint whose `feed_sha256` no longer matches, which the next
-run detects and refuses (rerun with `--full`).
+Completed run: mirror, then feed (atomically), then the checkpoint. Replaying pages
+into the mirror is idempotent, so a crash before the checkpoint is written only
+refetches; a crash between feed and checkpoint leaves a `feed_sha256` that no longer
+matches, which the next run refuses (rerun with `--full`).
 """
 
 from __future__ import annotations
@@ -20,19 +23,27 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.atomic import atomic_write, file_lock
-from cce_knowledge.core.errors import ExtractError, UsageError
-from cce_knowledge.extract.feed import feed_bytes, record_dict, record_from_dict
-from cce_knowledge.extract.github import Fetcher, GitHubOptions, PageResult, Progress, merge
+from cce_knowledge.core.errors import ExtractError, RateLimitStop, UsageError
+from cce_knowledge.extract.feed import feed_bytes
+from cce_knowledge.extract.github import (
+    CommentsPage,
+    Fetcher,
+    GitHubOptions,
+    ItemsPage,
+    Progress,
+)
+from cce_knowledge.extract.github_mirror import Mirror, merge_into_feed
 from cce_knowledge.extract.output import write_feed
 
 SCHEMA = "cce.extract-checkpoint/v1"
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?")
+ITEMS, COMMENTS = "items", "comments"
 
 
 @dataclass(slots=True)
@@ -41,92 +52,135 @@ class RunStats:
     since: str | None
     pages: int
     requests: int
-    upserts: int
-    removals: int
+    upserts: int  # items fetched and kept
+    removals: int  # items fetched and curated out
+    comments: int
     records: int
     waited: float
+    rate_remaining: int | None
+
+
+@dataclass(slots=True)
+class InFlight:
+    """Where an unfinished run stands: enough to carry on from its next page."""
+
+    since: str | None
+    comments_since: str | None
+    stage: str  # ITEMS | COMMENTS
+    next_url: str | None  # relative to the API base
+    pages: int
+    partial_bytes: int
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    options: dict[str, Any]
+    high_water: str | None = None
+    comments_high_water: str | None = None
+    feed_sha256: str | None = None
+    run: InFlight | None = None
+
+    def to_bytes(self) -> bytes:
+        doc = {
+            "schema": SCHEMA,
+            "adapter": "github",
+            "layout": "pages",
+            "options": self.options,
+            "high_water": self.high_water,
+            "comments_high_water": self.comments_high_water,
+            "feed_sha256": self.feed_sha256,
+            "run": asdict(self.run) if self.run else None,
+        }
+        return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Checkpoint | None:
+        """The checkpoint, or None for one made before runs kept a mirror."""
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ExtractError(f"cannot read checkpoint {path}: {e}") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise ExtractError(f"{path} is not a {SCHEMA} checkpoint")
+        if doc.get("layout") != "pages":
+            return None
+        try:
+            run = doc.get("run")
+            return cls(
+                options=doc["options"],
+                high_water=doc.get("high_water"),
+                comments_high_water=doc.get("comments_high_water"),
+                feed_sha256=doc.get("feed_sha256"),
+                run=InFlight(**run) if run else None,
+            )
+        except (KeyError, TypeError) as e:
+            raise ExtractError(f"{path}: corrupt checkpoint ({e!r}) — rerun with --full") from None
+
+
+@dataclass(slots=True)
+class Paths:
+    out: str | None
+    manifest: str | None
+    checkpoint: Path | None
+
+    @property
+    def partial(self) -> Path | None:
+        return Path(f"{self.checkpoint}.partial") if self.checkpoint else None
+
+    @property
+    def mirror(self) -> Path | None:
+        return Path(f"{self.checkpoint}.mirror") if self.checkpoint else None
+
+
+@dataclass(slots=True)
+class Run:
+    """One run's typed state, from plan to write."""
+
+    fetcher: Fetcher
+    paths: Paths
+    say: Progress
+    mode: str
+    cursor: InFlight
+    base: Checkpoint  # what the last completed run left (options always current)
+    mirror: Mirror = field(default_factory=Mirror)
+    previous: list[KnowledgeRecord] | None = None  # --since without a checkpoint
+    items_high: list[str] = field(default_factory=list)
+    comments_high: list[str] = field(default_factory=list)
+    upserts: int = 0
+    removals: int = 0
+    comments: int = 0
+
+    @property
+    def opts(self) -> GitHubOptions:
+        return self.fetcher.opts
+
+    def checkpoint(self, run: InFlight | None, feed_sha: str | None = None) -> None:
+        if self.paths.checkpoint is None:
+            return
+        ck = Checkpoint(
+            self.opts.fingerprint(),
+            _newest(self.base.high_water, *self.items_high)
+            if run is None
+            else self.base.high_water,
+            _newest(self.base.comments_high_water, *self.comments_high)
+            if run is None
+            else self.base.comments_high_water,
+            feed_sha if run is None else self.base.feed_sha256,
+            run,
+        )
+        atomic_write(self.paths.checkpoint, ck.to_bytes())
+
+
+def _newest(*stamps: str | None) -> str | None:
+    real = [s for s in stamps if s]
+    return max(real) if real else None
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ExtractError(f"cannot read checkpoint {path}: {e}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ExtractError(f"{path} is not a {SCHEMA} checkpoint")
-    return data
-
-
-def _read_partial(path: Path, length: int) -> list[PageResult]:
-    """The completed pages of an interrupted run (bytes past `length` were never committed)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(length)
-    except FileNotFoundError:
-        raise ExtractError(
-            f"checkpoint partial log {path} is missing — rerun with --full"
-        ) from None
-    if len(data) != length:
-        raise ExtractError(f"checkpoint partial log {path} is truncated — rerun with --full")
-    pages = []
-    for n, line in enumerate(data.decode("utf-8").split("\n")[:-1], 1):
-        try:
-            obj = json.loads(line)
-            pages.append(
-                PageResult([record_from_dict(d) for d in obj["u"]], list(obj["d"]), obj.get("m"))
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise ExtractError(f"{path}: line {n}: corrupt partial log entry: {e}") from None
-    return pages
-
-
-def _page_line(p: PageResult) -> bytes:
-    obj = {"u": [record_dict(r) for r in p.upserts], "d": p.removals, "m": p.max_updated}
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-
-
-def _relative(url: str, base: str) -> str:
-    return url[len(base) :] if url.startswith(base + "/") else url
-
-
-def _previous_feed(out: Path, expect_sha: str | None) -> list[KnowledgeRecord]:
-    from cce_knowledge.contract.ndjson import parse_feed
-
-    try:
-        raw = out.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(
-            f"an incremental run merges into the previous feed, but {out} does not exist "
-            "— run once without --since (or with --full) first"
-        ) from None
-    if expect_sha is not None and sha256(raw) != expect_sha:
-        raise ExtractError(
-            f"{out} changed since the checkpoint was written (sha256 differs) — "
-            "rerun with --full to rebuild it"
-        )
-    try:
-        return parse_feed(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ExtractError(f"previous feed {out} is not UTF-8: {e}") from None
-    except ExtractError:
-        raise
-    except Exception as e:
-        raise ExtractError(f"previous feed {out}: {e}") from None
-
-
-@contextmanager
-def _exclusive(checkpoint: str | None) -> Iterator[None]:
-    """One run per checkpoint: a second concurrent run would interleave the partial log."""
-    if checkpoint is None:
-        yield
-        return
-    busy = f"another extraction is using checkpoint {checkpoint} — wait for it to finish"
-    with file_lock(f"{checkpoint}.lock", busy=busy, timeout=0, error=ExtractError):
-        yield
+# -- the run ------------------------------------------------------------------------------
 
 
 def run_github(
@@ -140,153 +194,321 @@ def run_github(
     progress: Progress | None = None,
 ) -> RunStats:
     """Extract, merge, write. Nothing is written to `out`/`manifest` unless it all succeeds."""
+    _check_args(since, checkpoint, out)
+    paths = Paths(out, manifest, Path(checkpoint) if checkpoint else None)
     with _exclusive(checkpoint):
-        return _run(
-            fetcher,
-            out=out,
-            manifest=manifest,
-            checkpoint=checkpoint,
-            since=since,
-            full=full,
-            progress=progress,
-        )
+        run = _plan(fetcher, paths, since, full, progress or (lambda _m: None))
+        try:
+            _start_log(run)
+            if run.cursor.stage == ITEMS:
+                _fetch_items(run)
+            if _pages_of_comments(run):
+                _fetch_comments(run)
+        except RateLimitStop as e:
+            raise RateLimitStop(_stopped(e, run)) from None
+        records = _write(run)
+    c = fetcher.client
+    return RunStats(
+        run.mode,
+        run.cursor.since,
+        run.cursor.pages,
+        c.requests,
+        run.upserts,
+        run.removals,
+        run.comments,
+        len(records),
+        c.waited,
+        c.rate_remaining,
+    )
 
 
-def _run(
-    fetcher: Fetcher,
-    *,
-    out: str | None,
-    manifest: str | None = None,
-    checkpoint: str | None = None,
-    since: str | None = None,
-    full: bool = False,
-    progress: Progress | None = None,
-) -> RunStats:
-    opts: GitHubOptions = fetcher.opts
-    client = fetcher.client
-    say = progress or (lambda _m: None)
+def _check_args(since: str | None, checkpoint: str | None, out: str | None) -> None:
     if since is not None and not _ISO.fullmatch(since):
         raise UsageError(
             f"--since must be an ISO-8601 timestamp like 2026-02-01T09:00:00Z, got {since!r}"
         )
     if (since or checkpoint) and out is None:
         raise UsageError("incremental extraction (--since / --checkpoint) needs --out FILE")
-    ck_path = Path(checkpoint) if checkpoint else None
-    part_path = Path(f"{checkpoint}.partial") if checkpoint else None
-    ck: dict[str, Any] | None = None
-    if ck_path is not None and ck_path.exists() and not full:
-        ck = _load_json(ck_path)
-        if ck.get("options") != opts.fingerprint():
-            raise ExtractError(
-                f"checkpoint {ck_path} was written for different options "
-                f"({json.dumps(ck.get('options'), sort_keys=True)}) — rerun with --full or use "
-                "another --checkpoint file"
-            )
 
-    done: list[PageResult] = []
-    inflight = ck.get("run") if ck else None
-    if inflight and since is None:
-        mode = "resumed"
-        since = inflight.get("since")
-        url: str | None = inflight.get("next_url")
-        pages_done = int(inflight.get("pages", 0))
-        partial_len = int(inflight.get("partial_bytes", 0))
-        assert part_path is not None
-        done = _read_partial(part_path, partial_len)
-        say(
-            f"resuming an interrupted run at page {pages_done + 1} "
-            f"({sum(len(p.upserts) for p in done)} items already fetched)"
+
+def _load_checkpoint(
+    paths: Paths, opts: GitHubOptions, full: bool, say: Progress
+) -> Checkpoint | None:
+    ck_path = paths.checkpoint
+    if ck_path is None or full or not ck_path.exists():
+        return None
+    ck = Checkpoint.load(ck_path)
+    if ck is None:
+        say(f"checkpoint {ck_path} predates paged runs: one full extraction rebuilds it")
+        return None
+    if ck.options != opts.fingerprint():
+        raise ExtractError(
+            f"checkpoint {ck_path} was written for different options "
+            f"({json.dumps(ck.options, sort_keys=True)}) — rerun with --full or use "
+            "another --checkpoint file"
         )
-    else:
-        if since is None and ck and not full:
-            since = ck.get("high_water")
-        mode = "incremental" if since else "full"
-        url = fetcher.first_url(since)
-        pages_done = 0
-        partial_len = 0
-    previous: list[KnowledgeRecord] = []
-    if since:
-        assert out is not None
-        previous = _previous_feed(Path(out), ck.get("feed_sha256") if ck else None)
+    return ck
 
-    base_high = ck.get("high_water") if ck and not full else None
 
-    def save_ck(run: dict[str, Any] | None, high: str | None, feed_sha: str | None) -> None:
-        if ck_path is None:
-            return
-        doc = {
-            "schema": SCHEMA,
-            "adapter": "github",
-            "options": opts.fingerprint(),
-            "high_water": high,
-            "feed_sha256": feed_sha,
-            "run": run,
+def _plan(fetcher: Fetcher, paths: Paths, since: str | None, full: bool, say: Progress) -> Run:
+    """Decide full / incremental / resumed, and load what the run builds on."""
+    opts = fetcher.opts
+    ck = _load_checkpoint(paths, opts, full, say)
+    base = ck or Checkpoint(opts.fingerprint())
+    if ck is not None and ck.run is not None and since is None:
+        run = Run(fetcher, paths, say, "resumed", ck.run, base)
+        if run.cursor.since is not None:  # an interrupted full run starts from nothing
+            _load_base(run)
+        _replay_partial(run)
+        say(
+            f"resuming an interrupted run at {run.cursor.stage} page {run.cursor.pages + 1} "
+            f"({run.upserts + run.removals} items, {run.comments} comments already fetched)"
+        )
+        return run
+    base.run = None
+    items_since = since or base.high_water
+    comments_since = since or base.comments_high_water
+    mode = "incremental" if items_since else "full"
+    if mode == "full":  # nothing to build on: a fresh mirror
+        base = Checkpoint(opts.fingerprint())
+        comments_since = None
+    url = fetcher.list_url(items_since)
+    cursor = InFlight(items_since, comments_since, ITEMS, _relative(url, fetcher), 0, 0)
+    run = Run(fetcher, paths, say, mode, cursor, base)
+    if mode == "incremental":
+        _load_base(run)
+    return run
+
+
+def _load_base(run: Run) -> None:
+    """The mirror (with a checkpoint) or the previous feed (`--since` alone)."""
+    out = Path(run.paths.out) if run.paths.out else None
+    if run.paths.mirror is not None:
+        _check_feed_unchanged(out, run.base.feed_sha256)
+        run.mirror = Mirror.load(run.paths.mirror)
+    elif out is not None:
+        run.previous = _previous_feed(out)
+
+
+def _check_feed_unchanged(out: Path | None, expect_sha: str | None) -> None:
+    if out is None or expect_sha is None or not out.exists():
+        return  # a missing feed is rebuilt from the mirror
+    if sha256(out.read_bytes()) != expect_sha:
+        raise ExtractError(
+            f"{out} changed since the checkpoint was written (sha256 differs) — "
+            "rerun with --full to rebuild it"
+        )
+
+
+def _previous_feed(out: Path) -> list[KnowledgeRecord]:
+    from cce_knowledge.contract.ndjson import parse_feed
+
+    try:
+        raw = out.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(
+            f"an incremental run merges into the previous feed, but {out} does not exist "
+            "— run once without --since (or with --full) first"
+        ) from None
+    try:
+        return parse_feed(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ExtractError(f"previous feed {out} is not UTF-8: {e}") from None
+    except ExtractError:
+        raise
+    except Exception as e:
+        raise ExtractError(f"previous feed {out}: {e}") from None
+
+
+# -- the partial log ----------------------------------------------------------------------
+
+
+def _page_line(page: ItemsPage | CommentsPage) -> bytes:
+    if isinstance(page, ItemsPage):
+        obj: dict[str, Any] = {
+            "k": ITEMS,
+            "rows": page.items,
+            "t": {str(n): v for n, v in page.timeline.items()},
         }
-        atomic_write(ck_path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+    else:
+        obj = {"k": COMMENTS, "rows": page.comments}
+    obj["m"] = page.max_updated
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
-    prev_sha = ck.get("feed_sha256") if ck and not full else None
-    if part_path is not None:
-        if mode != "resumed":
-            atomic_write(part_path, b"")
-        else:
-            os.truncate(part_path, partial_len)
-        save_ck(
-            {
-                "since": since,
-                "next_url": url and _relative(url, client.base_url),
-                "pages": pages_done,
-                "partial_bytes": partial_len,
-            },
-            base_high,
-            prev_sha,
-        )
 
-    for result, nxt in _pages(fetcher, url):
-        done.append(result)
-        pages_done += 1
-        if part_path is not None:
-            line = _page_line(result)
-            with open(part_path, "ab") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
-            partial_len += len(line)
-            save_ck(
-                {
-                    "since": since,
-                    "next_url": nxt and _relative(nxt, client.base_url),
-                    "pages": pages_done,
-                    "partial_bytes": partial_len,
-                },
-                base_high,
-                prev_sha,
-            )
-        say(
-            f"page {pages_done}: {len(result.upserts)} records, {len(result.removals)} removed "
-            f"({client.requests} requests)"
-        )
+def _page_from_line(obj: Any) -> ItemsPage | CommentsPage:
+    if obj["k"] == ITEMS:
+        timeline = {int(n): list(v) for n, v in obj["t"].items()}
+        return ItemsPage(list(obj["rows"]), timeline, obj["m"])
+    if obj["k"] == COMMENTS:
+        return CommentsPage(list(obj["rows"]), obj["m"])
+    raise ValueError(f"unknown page kind {obj['k']!r}")
 
-    records = merge(previous, done)
-    data = feed_bytes(records)
-    write_feed(data, records, out=out, manifest=manifest)
-    stamps = [s for s in [base_high, *(p.max_updated for p in done)] if s]
-    save_ck(None, max(stamps) if stamps else None, sha256(data))
-    if part_path is not None:
-        part_path.unlink(missing_ok=True)
-    return RunStats(
-        mode,
-        since,
-        pages_done,
-        client.requests,
-        sum(len(p.upserts) for p in done),
-        sum(len(p.removals) for p in done),
-        len(records),
-        client.waited,
+
+def _replay_partial(run: Run) -> None:
+    """Apply the completed pages of the interrupted run (bytes past the recorded length
+    were never committed)."""
+    path, length = run.paths.partial, run.cursor.partial_bytes
+    if path is None:
+        return  # a run in flight is only recorded with a checkpoint
+    try:
+        with open(path, "rb") as f:
+            data = f.read(length)
+    except FileNotFoundError:
+        raise ExtractError(
+            f"checkpoint partial log {path} is missing — rerun with --full"
+        ) from None
+    if len(data) != length:
+        raise ExtractError(f"checkpoint partial log {path} is truncated — rerun with --full")
+    for n, line in enumerate(data.decode("utf-8").split("\n")[:-1], 1):
+        try:
+            page = _page_from_line(json.loads(line))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ExtractError(f"{path}: line {n}: corrupt partial log entry: {e}") from None
+        _apply(run, page)
+
+
+def _start_log(run: Run) -> None:
+    part = run.paths.partial
+    if part is None:
+        return
+    if run.mode == "resumed":
+        os.truncate(part, run.cursor.partial_bytes)
+    else:
+        atomic_write(part, b"")
+    run.checkpoint(run.cursor)
+
+
+def _commit(run: Run, page: ItemsPage | CommentsPage, nxt: str | None) -> None:
+    """Count a fetched page and, with a checkpoint, make it durable before going on."""
+    _apply(run, page)
+    cur = run.cursor
+    cur.pages += 1
+    cur.next_url = _relative(nxt, run.fetcher) if nxt else None
+    part = run.paths.partial
+    if part is not None:
+        line = _page_line(page)
+        with open(part, "ab") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        cur.partial_bytes += len(line)
+        run.checkpoint(cur)
+
+
+def _apply(run: Run, page: ItemsPage | CommentsPage) -> None:
+    if isinstance(page, ItemsPage):
+        run.mirror.add_items(page)
+        dropped = sum(1 for it in page.items if run.fetcher.mapper.dropped(it))
+        run.removals += dropped
+        run.upserts += len(page.items) - dropped
+        if page.max_updated:
+            run.items_high.append(page.max_updated)
+    else:
+        run.mirror.add_comments(page)
+        run.comments += len(page.comments)
+        if page.max_updated:
+            run.comments_high.append(page.max_updated)
+
+
+# -- the stages ---------------------------------------------------------------------------
+
+
+def _fetch_items(run: Run) -> None:
+    f = run.fetcher
+    if run.cursor.next_url:
+        for page, nxt in f.walk(f.client.url(run.cursor.next_url), f.items_page):
+            _commit(run, page, nxt)
+            _say_page(run, f"issues page: {len(page.items)} items")
+    run.cursor.stage = COMMENTS
+    run.cursor.next_url = _relative(f.comments_url(run.cursor.comments_since), f)
+    if _pages_of_comments(run):
+        run.checkpoint(run.cursor)
+
+
+def _pages_of_comments(run: Run) -> bool:
+    """Comments come from the repository-wide pages, except for `--since` alone, which
+    has no mirror holding the older comments of the items it refetches."""
+    return run.opts.include_comments and run.previous is None
+
+
+def _fetch_comments(run: Run) -> None:
+    f = run.fetcher
+    if run.cursor.next_url:
+        for page, nxt in f.walk(f.client.url(run.cursor.next_url), f.comments_page):
+            _commit(run, page, nxt)
+            _say_page(run, f"comments page: {len(page.comments)} comments")
+
+
+def _comments_per_issue(run: Run) -> None:
+    """`--since` without a checkpoint: each refetched commented item's own comments."""
+    f = run.fetcher
+    wanted = [
+        n
+        for n, it in sorted(run.mirror.items.items())
+        if not f.mapper.dropped(it) and it.get("comments") != 0
+    ]
+    for rows in f._each(f.issue_comments, wanted):
+        run.mirror.add_comments(CommentsPage(rows, None))
+        run.comments += len(rows)
+
+
+def _say_page(run: Run, what: str) -> None:
+    c = run.fetcher.client
+    budget = (
+        f", {c.rate_remaining} of {c.rate_limit or '?'} requests left this hour"
+        if c.rate_remaining is not None
+        else ""
+    )
+    run.say(
+        f"{what} (so far {run.cursor.pages} pages, {run.upserts + run.removals} items, "
+        f"{run.comments} comments; {c.requests} requests{budget})"
     )
 
 
-def _pages(fetcher: Fetcher, url: str | None) -> Iterator[tuple[PageResult, str | None]]:
-    while url:
-        result, nxt = fetcher.page(fetcher.client.url(url))
-        yield result, nxt
-        url = nxt
+def _write(run: Run) -> list[KnowledgeRecord]:
+    """Records from the mirror (or merged into the previous feed), then every file."""
+    mapper = run.fetcher.mapper
+    if run.previous is not None:
+        if run.opts.include_comments:
+            _comments_per_issue(run)
+        records = merge_into_feed(run.previous, run.mirror, mapper)
+    else:
+        records = run.mirror.records(mapper)
+    data = feed_bytes(records)
+    if run.paths.mirror is not None:
+        run.mirror.save(run.paths.mirror)
+    write_feed(data, records, out=run.paths.out, manifest=run.paths.manifest)
+    run.checkpoint(None, sha256(data))
+    if run.paths.partial is not None:
+        run.paths.partial.unlink(missing_ok=True)
+    return records
+
+
+def _stopped(e: RateLimitStop, run: Run) -> str:
+    if run.paths.checkpoint is None:
+        return (
+            f"{e.message} — stopped; nothing was written. Use --checkpoint FILE so a run "
+            "stopped by the rate limit resumes where it stopped"
+        )
+    return (
+        f"{e.message} — stopped cleanly after {run.cursor.pages} pages; checkpoint "
+        f"{run.paths.checkpoint} saved, the next run resumes with the {run.cursor.stage} "
+        "page it had not fetched"
+    )
+
+
+def _relative(url: str, fetcher: Fetcher) -> str:
+    base = fetcher.client.base_url
+    return url[len(base) :] if url.startswith(base + "/") else url
+
+
+@contextmanager
+def _exclusive(checkpoint: str | None) -> Iterator[None]:
+    """One run per checkpoint: a second concurrent run would interleave the partial log."""
+    if checkpoint is None:
+        yield
+        return
+    busy = f"another extraction is using checkpoint {checkpoint} — wait for it to finish"
+    with file_lock(f"{checkpoint}.lock", busy=busy, timeout=0, error=ExtractError):
+        yield

@@ -1,22 +1,28 @@
 """GitHub issues and pull requests → `cce.knowledge/v1` records.
 
-Source of truth is the paginated issues list (`GET /repos/{o}/{r}/issues`, which also
-returns pull requests — they carry a `pull_request` key). For issues, the timeline's
-`cross-referenced` events from pull requests become `links`. Records are sorted by
-issue number, so the same tracker state always yields the same feed bytes.
+The default path reads by pages, so requests grow with pages, not with issues:
 
-Incremental runs (`since`) fetch only items updated at or after a timestamp and merge
-them into the previous feed by id; a checkpoint file makes that automatic and lets an
-interrupted run resume from the last completed page (see `checkpoint.py`).
+- the issues list (`GET /repos/{o}/{r}/issues?state=all`), which returns pull requests
+  too (they carry a `pull_request` key) with their bodies;
+- with comments, the repository-wide `GET /repos/{o}/{r}/issues/comments`, joined to
+  their issue by `issue_url`;
+- `links` derived locally: a PR whose body mentions an issue of this repository links
+  that issue to the PR (see `github_refs.py`).
+
+The per-issue timeline (`cross-referenced` events, which also see references made in
+PR comments and other repositories) is opt-in. Records are sorted by issue number, so
+the same tracker state always yields the same feed bytes. Incremental runs and the
+mirror they keep are in `github_mirror.py` and `checkpoint.py`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ExtractError, UsageError
@@ -28,6 +34,8 @@ SOURCE_PULLS = "github-pulls"
 SCRUBBED = "[SCRUBBED]"
 _REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _STATES = ("open", "closed", "all")
+_ISSUE_URL = re.compile(r"/issues/(\d+)$")
+T = TypeVar("T")
 
 
 def check_repo(repo: str) -> tuple[str, str]:
@@ -53,15 +61,16 @@ class GitHubOptions:
     state: str = "all"
     include_comments: bool = False
     keep_not_planned: bool = False
-    timeline: bool = True
+    timeline: bool = False
     scrub: list[str] = field(default_factory=list)
-    concurrency: int = 4
+    concurrency: int = 4  # independent pages in flight
+    item_concurrency: int = 1  # per-issue timeline requests in flight
 
     def __post_init__(self) -> None:
         check_repo(self.repo)
         if self.state not in _STATES:
             raise UsageError(f"--state must be one of {', '.join(_STATES)}, got {self.state!r}")
-        if self.concurrency < 1:
+        if self.concurrency < 1 or self.item_concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
         compile_scrub(self.scrub)
 
@@ -93,8 +102,57 @@ def _s(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def slim_item(item: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an issues-list item that records are made from (same shapes)."""
+    milestone = item.get("milestone")
+    d: dict[str, Any] = {
+        "number": item["number"],
+        "title": _s(item.get("title")),
+        "body": _s(item.get("body")),
+        "state": _s(item.get("state")),
+        "state_reason": _s(item.get("state_reason")),
+        "html_url": _s(item.get("html_url")),
+        "updated_at": _s(item.get("updated_at")),
+        "labels": [
+            {"name": lab["name"]}
+            for lab in item.get("labels") or []
+            if isinstance(lab, dict) and isinstance(lab.get("name"), str)
+        ],
+        "milestone": {"title": _s(milestone.get("title"))} if isinstance(milestone, dict) else None,
+        "comments": item.get("comments") if isinstance(item.get("comments"), int) else None,
+    }
+    if "pull_request" in item:
+        d["pull_request"] = {}
+    return d
+
+
+def slim_comment(c: Any) -> dict[str, Any] | None:
+    """An issue comment as kept: id, the issue number (from `issue_url`), author, times,
+    body. None for a row that is not a comment of a numbered issue."""
+    if not isinstance(c, dict) or not isinstance(c.get("id"), int):
+        return None
+    m = _ISSUE_URL.search(_s(c.get("issue_url")) or "")
+    if m is None:
+        return None
+    user = c.get("user")
+    return {
+        "id": c["id"],
+        "issue": int(m.group(1)),
+        "login": _s(user.get("login")) if isinstance(user, dict) else None,
+        "created_at": _s(c.get("created_at")),
+        "updated_at": _s(c.get("updated_at")),
+        "body": _s(c.get("body")),
+    }
+
+
+def comment_order(c: dict[str, Any]) -> tuple[str, int]:
+    """Oldest first, as the per-issue comments endpoint lists them."""
+    return (c.get("created_at") or "", c["id"])
+
+
 class Mapper:
-    """Turns one issues-list item (+ sub-resources) into a record, or None if curated out."""
+    """Turns one (slim) issues-list item + comments + links into a record, or says it is
+    curated out."""
 
     def __init__(self, opts: GitHubOptions) -> None:
         self.opts = opts
@@ -112,12 +170,13 @@ class Mapper:
         return self.opts.state != "all" and item.get("state") != self.opts.state
 
     def record(
-        self, item: dict[str, Any], links: list[str], comments: list[dict[str, Any]]
+        self, item: dict[str, Any], links: Iterable[str], comments: list[dict[str, Any]]
     ) -> KnowledgeRecord:
         is_pr = "pull_request" in item
         body = normalise_newlines(_s(item.get("body")) or "")
         if comments:
-            body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(_comment(c) for c in comments)
+            ordered = sorted(comments, key=comment_order)
+            body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(map(_comment, ordered))
         labels = dedup(
             lab["name"]
             for lab in item.get("labels") or []
@@ -140,11 +199,10 @@ class Mapper:
 
 
 def _comment(c: dict[str, Any]) -> str:
-    user = c.get("user") or {}
-    login = user.get("login") if isinstance(user, dict) else None
-    when = _s(c.get("created_at")) or ""
+    login = c.get("login")
+    when = c.get("created_at") or ""
     head = f"@{login}" if login else "(unknown author)"
-    text = normalise_newlines(_s(c.get("body")) or "").rstrip("\n")
+    text = normalise_newlines(c.get("body") or "").rstrip("\n")
     return f"\n### {head} — {when}\n\n{text}\n"
 
 
@@ -164,16 +222,42 @@ def linked_pulls(events: Iterable[Any]) -> list[str]:
 
 
 @dataclass(slots=True)
-class PageResult:
-    """What one issues-list page contributed: records to upsert, ids to remove."""
+class ItemsPage:
+    """One issues-list page: slim items, and their timeline links when asked for."""
 
-    upserts: list[KnowledgeRecord]
-    removals: list[str]
+    items: list[dict[str, Any]]
+    timeline: dict[int, list[str]]
     max_updated: str | None
 
 
+@dataclass(slots=True)
+class CommentsPage:
+    comments: list[dict[str, Any]]
+    max_updated: str | None
+
+
+def _max_updated(rows: Iterable[dict[str, Any]]) -> str | None:
+    stamps = [u for r in rows if isinstance(u := r.get("updated_at"), str)]
+    return max(stamps) if stamps else None
+
+
+def _with_page(url: str, page: int) -> str:
+    parts = urlsplit(url)
+    q = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "page"]
+    return urlunsplit(parts._replace(query=urlencode([*q, ("page", str(page))])))
+
+
+def _page_number(url: str | None) -> int | None:
+    if not url:
+        return None
+    for k, v in parse_qsl(urlsplit(url).query):
+        if k == "page" and v.isdigit():
+            return int(v)
+    return None
+
+
 class Fetcher:
-    """Fetches pages and their sub-resources; per-item requests run concurrently."""
+    """Reads list pages (independent pages concurrently) and per-issue sub-resources."""
 
     def __init__(self, client: GitHubClient, opts: GitHubOptions) -> None:
         self.client = client
@@ -182,74 +266,113 @@ class Fetcher:
         owner, name = check_repo(opts.repo)
         self.base = f"/repos/{owner}/{name}"
 
-    def list_params(self, since: str | None) -> dict[str, str]:
-        # An incremental run asks for every state: an issue that moved out of `--state`
-        # (or became not_planned) must be seen so it can be removed from the feed.
-        p = {
-            "state": "all" if since else self.opts.state,
-            "per_page": "100",
-            "sort": "updated",
-            "direction": "asc",
-        }
+    # -- first pages ----------------------------------------------------------------------
+
+    def list_url(self, since: str | None) -> str:
+        # Always every state: merged (closed) PRs carry the references that become
+        # links, and an incremental run must see items that left `--state`.
+        p = {"state": "all", "per_page": "100", "sort": "updated", "direction": "asc"}
         if since:
             p["since"] = since
-        return p
+        return self.client.url(f"{self.base}/issues?{urlencode(p)}")
 
-    def first_url(self, since: str | None) -> str:
-        req = httpx_url(self.client.url(self.base + "/issues"), self.list_params(since))
-        return req
+    def comments_url(self, since: str | None) -> str:
+        p = {"sort": "updated", "direction": "asc", "per_page": "100"}
+        if since:
+            p["since"] = since
+        return self.client.url(f"{self.base}/issues/comments?{urlencode(p)}")
 
-    def page(self, url: str) -> tuple[PageResult, str | None]:
-        data, nxt = self.client.get_json(url)
+    # -- pages ----------------------------------------------------------------------------
+
+    def items_page(self, data: Any) -> ItemsPage:
         if not isinstance(data, list):
             raise ExtractError(f"GitHub API returned a non-list issues page for {self.opts.repo}")
-        items = [it for it in data if isinstance(it, dict) and isinstance(it.get("number"), int)]
-        keep = [it for it in items if not self.mapper.dropped(it)]
-        removals = [
-            record_id(self.opts.repo, it["number"]) for it in items if self.mapper.dropped(it)
+        items = [
+            slim_item(it)
+            for it in data
+            if isinstance(it, dict) and isinstance(it.get("number"), int)
         ]
-        if self.opts.concurrency > 1 and len(keep) > 1:
-            with ThreadPoolExecutor(self.opts.concurrency) as pool:
-                upserts = list(pool.map(self._one, keep))
-        else:
-            upserts = [self._one(it) for it in keep]
-        stamps = [u for it in items if (u := _s(it.get("updated_at")))]
-        return PageResult(upserts, removals, max(stamps) if stamps else None), nxt
+        timeline: dict[int, list[str]] = {}
+        if self.opts.timeline:
+            issues = [
+                it["number"]
+                for it in items
+                if "pull_request" not in it and not self.mapper.dropped(it)
+            ]
+            for n, found in zip(issues, self._each(self.timeline_links, issues), strict=True):
+                timeline[n] = found
+        return ItemsPage(items, timeline, _max_updated(items))
 
-    def _one(self, item: dict[str, Any]) -> KnowledgeRecord:
-        n = item["number"]
+    def comments_page(self, data: Any) -> CommentsPage:
+        if not isinstance(data, list):
+            raise ExtractError(
+                f"GitHub API returned a non-list issue-comments page for {self.opts.repo}"
+            )
+        rows = [c for c in map(slim_comment, data) if c is not None]
+        return CommentsPage(rows, _max_updated(rows))
+
+    def walk(self, url: str, parse: Callable[[Any], T]) -> Iterator[tuple[T, str | None]]:
+        """Every page from `url` on, in order, each with the URL of the page after it.
+
+        Once the first page's `Link: rel="last"` names a numbered last page, the pages
+        in between are independent and `concurrency` of them are fetched at a time;
+        otherwise (cursor pagination) `rel="next"` is followed one page at a time."""
+        data, rels = self.client.get_page(url)
+        nxt = rels.get("next")
+        yield parse(data), nxt
+        first, last = _page_number(nxt), _page_number(rels.get("last"))
+        if nxt and first is not None and last is not None and self.opts.concurrency > 1:
+            urls = [_with_page(nxt, k) for k in range(first, last + 1)]
+            for i, (data, rels) in enumerate(self._each(self.client.get_page, urls, pages=True)):
+                nxt = urls[i + 1] if i + 1 < len(urls) else rels.get("next")
+                yield parse(data), nxt
+        while nxt:  # sequential, or pages that appeared after `last` was read
+            data, rels = self.client.get_page(nxt)
+            nxt = rels.get("next")
+            yield parse(data), nxt
+
+    def _each(self, fn: Callable[[Any], T], args: list[Any], *, pages: bool = False) -> Iterator[T]:
+        """fn over args in order, at most the configured number in flight; a failure
+        stops new requests at once (a spent rate-limit budget must not be hammered)."""
+        width = self.opts.concurrency if pages else self.opts.item_concurrency
+        if width <= 1 or len(args) <= 1:
+            yield from (fn(a) for a in args)
+            return
+        pool = ThreadPoolExecutor(width)
+        try:
+            window: list[Future[T]] = []
+            todo = iter(args)
+            for a in todo:
+                window.append(pool.submit(fn, a))
+                if len(window) >= width:
+                    break
+            while window:
+                result = window.pop(0).result()
+                for a in todo:
+                    window.append(pool.submit(fn, a))
+                    break
+                yield result
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- per-issue requests ---------------------------------------------------------------
+
+    def timeline_links(self, n: int) -> list[str]:
         links: list[str] = []
-        if self.opts.timeline and "pull_request" not in item:
-            for page in self.client.paginate(
-                f"{self.base}/issues/{n}/timeline", {"per_page": "100"}, missing_ok=True
-            ):
-                links.extend(linked_pulls(page))
-        comments: list[dict[str, Any]] = []
-        if self.opts.include_comments and item.get("comments", 1) != 0:
-            for page in self.client.paginate(
-                f"{self.base}/issues/{n}/comments", {"per_page": "100"}, missing_ok=True
-            ):
-                comments.extend(c for c in page if isinstance(c, dict))
-        return self.mapper.record(item, links, comments)
+        for page in self.client.paginate(
+            f"{self.base}/issues/{n}/timeline", {"per_page": "100"}, missing_ok=True
+        ):
+            links.extend(linked_pulls(page))
+        return links
 
-
-def httpx_url(url: str, params: dict[str, str]) -> str:
-    import httpx
-
-    return str(httpx.URL(url, params=params))
-
-
-def merge(
-    previous: Iterable[KnowledgeRecord], pages: Iterable[PageResult]
-) -> list[KnowledgeRecord]:
-    """Apply pages in order to the previous records (by id) and sort by number."""
-    by_id = {r.id: r for r in previous}
-    for p in pages:
-        for rid in p.removals:
-            by_id.pop(rid, None)
-        for r in p.upserts:
-            by_id[r.id] = r
-    return sorted(by_id.values(), key=lambda r: number_of(r.id))
+    def issue_comments(self, n: int) -> list[dict[str, Any]]:
+        """One issue's comments (the `--since` path without a checkpoint's mirror)."""
+        rows: list[dict[str, Any]] = []
+        for page in self.client.paginate(
+            f"{self.base}/issues/{n}/comments", {"per_page": "100"}, missing_ok=True
+        ):
+            rows.extend(c for c in map(slim_comment, page) if c is not None)
+        return rows
 
 
 Progress = Callable[[str], None]

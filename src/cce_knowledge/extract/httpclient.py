@@ -1,10 +1,13 @@
 """A small GitHub REST client: auth, pagination, rate limits, bounded retries.
 
-Rate limits are waited out, never hammered: `Retry-After` (secondary limits, 429) and
-`X-RateLimit-Remaining: 0` + `X-RateLimit-Reset` (primary limit) sleep that long, and
-5xx / transport failures back off exponentially — all against one shared budget
-(`max_wait` seconds), so a nightly job fails loudly instead of hanging. The token is
-sent only in the Authorization header and scrubbed from every message we produce.
+Rate limits are respected, not hit: every response's `X-RateLimit-Remaining` /
+`X-RateLimit-Reset` is remembered, and once the budget is spent the next request
+waits for the reset instead of drawing a 403. `Retry-After` (secondary limits, 429)
+and an unexpected primary-limit 403 are waited out too, and 5xx / transport failures
+back off exponentially — all against one shared budget (`max_wait` seconds). A
+rate-limit wait that would exceed it raises `RateLimitStop` (the caller saves its
+checkpoint and exits 3); other failures raise `ExtractError`. The token is sent only
+in the Authorization header and scrubbed from every message we produce.
 """
 
 from __future__ import annotations
@@ -17,22 +20,26 @@ from typing import Any
 
 import httpx
 
-from cce_knowledge.core.errors import ExtractError
+from cce_knowledge.core.errors import ExtractError, RateLimitStop
 
 DEFAULT_API = "https://api.github.com"
 API_VERSION = "2022-11-28"
-_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?([a-z]+)"?')
+
+
+def links(header: str | None) -> dict[str, str]:
+    """The targets of an RFC 8288 Link header by relation (`next`, `last`, ...)."""
+    out: dict[str, str] = {}
+    for part in (header or "").split(","):
+        m = _LINK.search(part)
+        if m:
+            out.setdefault(m.group(2), m.group(1))
+    return out
 
 
 def next_link(header: str | None) -> str | None:
     """The `rel="next"` target of an RFC 8288 Link header, if any."""
-    if not header:
-        return None
-    for part in header.split(","):
-        m = _NEXT.search(part)
-        if m:
-            return m.group(1)
-    return None
+    return links(header).get("next")
 
 
 class GitHubClient:
@@ -68,8 +75,12 @@ class GitHubClient:
         self._sleep = sleep
         self._clock = clock
         self._lock = threading.Lock()
+        self._budget_lock = threading.Lock()  # one thread waits for a reset; the rest queue
         self.requests = 0
         self.waited = 0.0
+        self.rate_remaining: int | None = None  # from the newest X-RateLimit-* headers
+        self.rate_limit: int | None = None
+        self.rate_reset: float | None = None
 
     def close(self) -> None:
         self._client.close()
@@ -98,6 +109,7 @@ class GitHubClient:
         url = self.url(path)
         attempt = 0
         while True:
+            self._spend_budget()
             with self._lock:
                 self.requests += 1
             try:
@@ -113,6 +125,7 @@ class GitHubClient:
                     ) from None
                 self._wait(self._backoff * 2 ** (attempt - 1), "network error")
                 continue
+            self._note_budget(resp)
             status = resp.status_code
             if status < 300:
                 return resp
@@ -120,7 +133,9 @@ class GitHubClient:
                 return None
             wait = self._rate_limit_wait(resp)
             if wait is not None:
-                self._wait(wait, f"rate limited ({status})")
+                self._wait(wait, f"rate limited ({status})", stop=True)
+                with self._lock:
+                    self.rate_remaining = None  # waited for it; the next response says
                 continue
             if status >= 500:
                 attempt += 1
@@ -139,16 +154,23 @@ class GitHubClient:
         self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
     ) -> tuple[Any, str | None]:
         """The decoded body and the next-page URL."""
+        data, rels = self.get_page(path, params, missing_ok=missing_ok)
+        return data, rels.get("next")
+
+    def get_page(
+        self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
+    ) -> tuple[Any, dict[str, str]]:
+        """The decoded body and the Link header's targets by relation."""
         resp = self.get(path, params, missing_ok=missing_ok)
         if resp is None:
-            return None, None
+            return None, {}
         try:
             data = resp.json()
         except ValueError as e:
             raise ExtractError(
                 f"GitHub API returned invalid JSON for {self.repo} at {resp.request.url.path}: {e}"
             ) from None
-        return data, next_link(resp.headers.get("link"))
+        return data, links(resp.headers.get("link"))
 
     def paginate(
         self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
@@ -167,6 +189,42 @@ class GitHubClient:
             url = nxt
 
     # -- rate limits and errors -------------------------------------------------------
+
+    def _note_budget(self, resp: httpx.Response) -> None:
+        h = resp.headers
+        try:
+            remaining = int(h["x-ratelimit-remaining"])
+            reset = float(h["x-ratelimit-reset"])
+        except (KeyError, ValueError):
+            return
+        with self._lock:
+            # Within one window a late answer must not give back budget that requests
+            # sent since have spent; a new window (another reset time) starts afresh.
+            if self.rate_remaining is not None and reset == self.rate_reset:
+                remaining = min(remaining, self.rate_remaining)
+            self.rate_remaining = remaining
+            self.rate_reset = reset
+            if h.get("x-ratelimit-limit", "").isdigit():
+                self.rate_limit = int(h["x-ratelimit-limit"])
+
+    def _spend_budget(self) -> None:
+        """Before a request: once the known budget is spent, wait for the reset (or stop).
+
+        The count goes down locally between responses, so concurrent requests do not
+        all spend the last unit of the budget."""
+        with self._budget_lock:
+            with self._lock:
+                remaining, reset = self.rate_remaining, self.rate_reset
+                if remaining is not None and remaining > 0:
+                    self.rate_remaining = remaining - 1
+                    return
+            if remaining is None or reset is None:
+                return
+            wait = reset - self._clock() + 1.0
+            if wait > 0:
+                self._wait(wait, "the rate-limit budget is spent", stop=True)
+            with self._lock:
+                self.rate_remaining = None  # unknown until the next response says
 
     def _rate_limit_wait(self, resp: httpx.Response) -> float | None:
         if resp.status_code not in (403, 429):
@@ -189,14 +247,19 @@ class GitHubClient:
             return 60.0  # GitHub's advice when no header says how long
         return None
 
-    def _wait(self, seconds: float, why: str) -> None:
+    def _wait(self, seconds: float, why: str, *, stop: bool = False) -> None:
+        """Sleep `seconds` out of the --max-wait budget; beyond it, fail — or, for a rate
+        limit (`stop`), raise `RateLimitStop` so the run ends cleanly and resumes later."""
         with self._lock:
             if self.waited + seconds > self._max_wait:
-                raise ExtractError(
-                    f"GitHub API for {self.repo}: {why}; waiting {seconds:.0f}s more would exceed "
-                    f"the --max-wait budget of {self._max_wait:.0f}s (already waited "
-                    f"{self.waited:.0f}s) — rerun later or raise --max-wait"
+                text = (
+                    f"GitHub API for {self.repo}: {why}; waiting {seconds:.0f}s more would "
+                    f"exceed the --max-wait budget of {self._max_wait:.0f}s (already waited "
+                    f"{self.waited:.0f}s)"
                 )
+                if stop:
+                    raise RateLimitStop(text)
+                raise ExtractError(text + " — rerun later or raise --max-wait")
             self.waited += seconds
         self._sleep(seconds)
 

@@ -2,13 +2,18 @@
 
 Response shapes follow GitHub's REST docs: the issue object (a pull request is an
 issue with a `pull_request` key), `Link` pagination with `rel="next"`/`"last"`, the
-timeline's `cross-referenced` event with `source.issue`, issue comments, the
-`Bad credentials` 401, `Not Found` 404, and the secondary-rate-limit 403 with
-`Retry-After`. Every request is recorded so tests can count them.
+timeline's `cross-referenced` event with `source.issue`, issue comments (per issue and
+repository-wide, with `since`/`sort`/`direction`), the `Bad credentials` 401,
+`Not Found` 404, and the secondary-rate-limit 403 with `Retry-After`. A request
+budget (`budget=N`) is enforced through the primary rate-limit headers: every answer
+carries `X-RateLimit-Remaining`, and once it is spent the server answers 403 with
+`X-RateLimit-Remaining: 0` until `refill()`. Every request is recorded so tests can
+count them.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import random
 import threading
@@ -40,7 +45,8 @@ class Item:
     user: str = "octocat"
     linked_prs: list[int] = field(default_factory=list)  # PRs that cross-reference it
     linked_issues: list[int] = field(default_factory=list)  # plain issues referencing it
-    comments: list[tuple[str, str, str]] = field(default_factory=list)  # (login, at, body)
+    # (login, created_at, body) or (login, created_at, body, updated_at, id)
+    comments: list[tuple[str, ...]] = field(default_factory=list)
     merged: bool = False
 
 
@@ -67,16 +73,50 @@ class Tracker:
         self.clock += 1
         it.updated_at = _stamp(1735689600 + self.clock)
 
+    def comment(self, number: int, login: str, body: str) -> None:
+        """A new comment, as GitHub adds one: it also bumps the issue's `updated_at`."""
+        self.clock += 1
+        at = _stamp(1735689600 + self.clock)
+        it = self.items[number]
+        cid = number * 100 + len(it.comments) + 1
+        it.comments.append((login, at, body, at, str(cid)))
+        it.updated_at = at
+
+    def edit_comment(self, number: int, index: int, body: str) -> None:
+        """Edit a comment: its `updated_at` moves, the issue's does not (as on GitHub)."""
+        self.clock += 1
+        it = self.items[number]
+        login, created, _old, *_ = it.comments[index]
+        cid = number * 100 + index + 1
+        it.comments[index] = (login, created, body, _stamp(1735689600 + self.clock), str(cid))
+
 
 def _stamp(epoch: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+REFERENCE_FORMS = (
+    "Fixes #{n}",
+    "closes {repo}#{n}",
+    "Resolves https://github.com/{repo}/issues/{n}",
+    "Related to #{n}.",
+)
+
+
 def make_tracker(
-    n: int, *, seed: int = 7, owner: str = "acme", name: str = "widgets", comments: bool = True
+    n: int,
+    *,
+    seed: int = 7,
+    owner: str = "acme",
+    name: str = "widgets",
+    comments: bool = True,
+    body_refs: bool = False,
 ) -> Tracker:
     """A deterministic tracker: ~20% PRs, labels, milestones, cross-references,
-    some `not_planned`, some null bodies, CRLF bodies and non-ASCII text."""
+    some `not_planned`, some null bodies, CRLF bodies and non-ASCII text.
+
+    The cross-references are timeline-only (as if made in PR comments) unless
+    `body_refs`, which also writes each one into the referencing PR's body."""
     rng = random.Random(seed)
     t = Tracker(owner, name)
     labels = ["bug", "policy", "auth", "checkout", "docs", "perf", "ux"]
@@ -129,6 +169,71 @@ def make_tracker(
             t.items[k].linked_prs = sorted(set(rng.sample(prs, min(len(prs), rng.randrange(1, 3)))))
         if len(issues) > 1 and rng.random() < 0.1:
             t.items[k].linked_issues = [rng.choice(issues)]
+    if body_refs:
+        write_refs_into_bodies(t)
+    return t
+
+
+def write_refs_into_bodies(t: Tracker) -> None:
+    """Each PR that cross-references an issue says so in its body, in one of the forms."""
+    for k in sorted(t.items):
+        for j, p in enumerate(t.items[k].linked_prs):
+            pr = t.items[p]
+            form = REFERENCE_FORMS[(k + j) % len(REFERENCE_FORMS)]
+            line = form.format(n=k, repo=t.full_name)
+            pr.body = f"{pr.body.rstrip()}\n\n{line}\n" if pr.body else f"{line}\n"
+
+
+def make_large_tracker(
+    issues: int = 5000, prs: int = 2500, comments: int = 20000, *, seed: int = 42
+) -> Tracker:
+    """The scale target: `issues` issues and `prs` PRs (every PR's body references one
+    or two earlier issues), and `comments` comments spread over them."""
+    rng = random.Random(seed)
+    t = Tracker()
+    total = issues + prs
+    every = total / prs if prs else total + 1
+    pr_numbers = {round(every * (i + 1)) for i in range(prs)} if prs else set()
+    base = 1704067200
+    for n in range(1, total + 1):
+        created = base + n * 300
+        is_pr = n in pr_numbers
+        state = "closed" if rng.random() < 0.6 else "open"
+        t.add(
+            Item(
+                number=n,
+                title=f"{'Fix' if is_pr else 'Decide'} {rng.choice(['retry', 'cache', 'auth', 'export'])} rule {n}",
+                body=f"## Context\n\nItem {n}: why the {rng.choice(['queue', 'ledger', 'cart'])} "
+                f"behaves this way.\n\n## Decision\n\nKeep at most {rng.randrange(1, 9)} retries.\n",
+                state=state,
+                state_reason=None if is_pr or state == "open" else "completed",
+                is_pr=is_pr,
+                labels=sorted(rng.sample(["bug", "policy", "auth", "perf"], rng.randrange(0, 3))),
+                created_at=_stamp(created),
+                updated_at=_stamp(created + rng.randrange(0, 90 * 86400)),
+                merged=is_pr and state == "closed",
+            )
+        )
+    issue_numbers = [n for n in sorted(t.items) if not t.items[n].is_pr]
+    for p in sorted(pr_numbers):
+        earlier = [
+            k for k in issue_numbers[: max(1, p * issues // total)] if k < p
+        ] or issue_numbers[:1]
+        for k in sorted(set(rng.sample(earlier, min(len(earlier), rng.randrange(1, 3))))):
+            t.items[k].linked_prs.append(p)
+    write_refs_into_bodies(t)
+    numbers = sorted(t.items)
+    for c in range(comments):
+        it = t.items[rng.choice(numbers)]
+        at = _stamp(
+            calendar.timegm(time.strptime(it.created_at, "%Y-%m-%dT%H:%M:%SZ"))
+            + 60 * (c % 1000 + 1)
+        )
+        it.comments.append(
+            (rng.choice(["alice", "bob", "carol"]), at, f"Comment {c} on {it.number}.")
+        )
+    for it in t.items.values():  # an issue's comments are in time order, as on GitHub
+        it.comments.sort(key=lambda x: x[1])
     return t
 
 
@@ -146,8 +251,15 @@ class FakeGitHub:
         fail_from: int | None = None,
         fail_status: int = 500,
         fail_on: set[int] | None = None,
+        budget: int = 5000,
+        budget_reset_in: int = 3600,
     ) -> None:
         self.tracker = tracker
+        self.budget = budget  # requests allowed per window (X-RateLimit-Limit)
+        self.remaining = budget
+        self.budget_reset_in = budget_reset_in
+        self.reset_at = int(time.time()) + budget_reset_in
+        self.refused = 0  # requests answered 403 because the budget was spent
         self.token = token
         self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
         self.retry_after = retry_after
@@ -178,6 +290,12 @@ class FakeGitHub:
     def count(self, fragment: str = "") -> int:
         with self._lock:
             return sum(1 for r in self.requests if fragment in r)
+
+    def refill(self) -> None:
+        """The rate-limit window resets: the full budget is available again."""
+        with self._lock:
+            self.remaining = self.budget
+            self.reset_at = int(time.time()) + self.budget_reset_in
 
     def reset_counts(self) -> None:
         with self._lock:
@@ -314,24 +432,31 @@ class FakeGitHub:
             )
         return events
 
-    def comments(self, it: Item) -> list[dict[str, Any]]:
+    def comment_rows(self, it: Item) -> list[tuple[Item, int, tuple[str, ...]]]:
+        return [(it, k, c) for k, c in enumerate(it.comments, 1)]
+
+    def comment(self, row: tuple[Item, int, tuple[str, ...]]) -> dict[str, Any]:
+        it, k, c = row
+        login, at, body = c[0], c[1], c[2]
+        updated = c[3] if len(c) > 3 else at
+        cid = int(c[4]) if len(c) > 4 else it.number * 100 + k
         api = f"{self.url}/repos/{self.tracker.full_name}"
-        return [
-            {
-                "id": it.number * 100 + k,
-                "node_id": f"IC_{it.number}_{k}",
-                "url": f"{api}/issues/comments/{it.number * 100 + k}",
-                "html_url": f"https://github.com/{self.tracker.full_name}/issues/{it.number}#issuecomment-{k}",
-                "body": body,
-                "user": self.user(login),
-                "created_at": at,
-                "updated_at": at,
-                "issue_url": f"{api}/issues/{it.number}",
-                "author_association": "NONE",
-                "performed_via_github_app": None,
-            }
-            for k, (login, at, body) in enumerate(it.comments, 1)
-        ]
+        return {
+            "id": cid,
+            "node_id": f"IC_{cid}",
+            "url": f"{api}/issues/comments/{cid}",
+            "html_url": f"https://github.com/{self.tracker.full_name}/issues/{it.number}#issuecomment-{cid}",
+            "body": body,
+            "user": self.user(login),
+            "created_at": at,
+            "updated_at": updated,
+            "issue_url": f"{api}/issues/{it.number}",
+            "author_association": "NONE",
+            "performed_via_github_app": None,
+        }
+
+    def comments(self, it: Item) -> list[dict[str, Any]]:
+        return [self.comment(r) for r in self.comment_rows(it)]
 
     # -- HTTP ---------------------------------------------------------------------------
 
@@ -354,7 +479,22 @@ class FakeGitHub:
                     fake.requests.append(self.path)
                     fake.auth_headers.append(self.headers.get("Authorization"))
                     n = len(fake.requests)
-                status, body, headers = fake.route(self.path, self.headers, n)
+                    spent = fake.remaining <= 0
+                    if spent:
+                        fake.refused += 1
+                    else:
+                        fake.remaining -= 1
+                    budget = {
+                        "X-RateLimit-Limit": str(fake.budget),
+                        "X-RateLimit-Remaining": str(max(fake.remaining, 0)),
+                        "X-RateLimit-Reset": str(fake.reset_at),
+                        "X-RateLimit-Used": str(fake.budget - max(fake.remaining, 0)),
+                        "X-RateLimit-Resource": "core",
+                    }
+                if spent:
+                    status, body, headers = fake.spent(budget)
+                else:
+                    status, body, headers = fake.route(self.path, self.headers, n, budget)
                 raw = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -369,14 +509,22 @@ class FakeGitHub:
 
         return Handler
 
-    def route(self, path: str, headers: Any, n: int) -> tuple[int, Any, dict[str, str]]:
-        rl = {
-            "X-RateLimit-Limit": "5000",
-            "X-RateLimit-Remaining": "4999",
-            "X-RateLimit-Reset": str(int(time.time()) + 3600),
-            "X-RateLimit-Used": "1",
-            "X-RateLimit-Resource": "core",
-        }
+    def spent(self, rl: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        """GitHub's answer once the primary budget is spent."""
+        return (
+            403,
+            {
+                "message": "API rate limit exceeded for user ID 1. If you reach out to GitHub "
+                "Support for help, please include the request ID.",
+                "documentation_url": DOCS + "/overview/rate-limits-for-the-rest-api",
+                "status": "403",
+            },
+            rl,
+        )
+
+    def route(
+        self, path: str, headers: Any, n: int, rl: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         if self.token is not None:
             auth = headers.get("Authorization") or ""
             if auth not in (f"Bearer {self.token}", f"token {self.token}"):
@@ -415,6 +563,8 @@ class FakeGitHub:
             return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
         if seg[3:] == ["issues"]:
             return self._issues(parts.path, q, rl)
+        if seg[3:] == ["issues", "comments"]:
+            return self._all_comments(parts.path, q, rl)
         if len(seg) == 6 and seg[3] == "issues" and seg[4].isdigit():
             it = t.items.get(int(seg[4]))
             if it is None:
@@ -441,6 +591,26 @@ class FakeGitHub:
         )
         items.sort(key=key, reverse=q.get("direction", "desc") == "desc")
         return self._page(path, q, items, rl, render=self.issue)
+
+    def _all_comments(
+        self, path: str, q: dict[str, str], rl: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
+        """`GET /repos/{o}/{r}/issues/comments`: every issue's and PR's comments."""
+        rows = [r for it in self.tracker.items.values() for r in self.comment_rows(it)]
+
+        def updated(r: tuple[Item, int, tuple[str, ...]]) -> str:
+            c = r[2]
+            return c[3] if len(c) > 3 else c[1]
+
+        if "since" in q:
+            rows = [r for r in rows if updated(r) >= q["since"]]
+        if q.get("sort") == "updated":
+            rows.sort(key=lambda r: (updated(r), r[0].number, r[1]))
+        else:
+            rows.sort(key=lambda r: (r[2][1], r[0].number, r[1]))
+        if q.get("direction", "asc") == "desc":
+            rows.reverse()
+        return self._page(path, q, rows, rl, render=self.comment)
 
     def _page(
         self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str], render: Any = None
