@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -414,12 +414,24 @@ def _apply(run: Run, page: ItemsPage | CommentsPage) -> None:
 # -- the stages ---------------------------------------------------------------------------
 
 
+def _fetch_stage(run: Run, parse: Callable[[Any], ItemsPage | CommentsPage]) -> None:
+    """Every page of the current stage from the cursor on, each committed in order."""
+    f = run.fetcher
+    if not run.cursor.next_url:
+        return
+    for page, nxt in f.walk(f.client.url(run.cursor.next_url), parse):
+        _commit(run, page, nxt)
+        what = (
+            f"issues page: {len(page.items)} items"
+            if isinstance(page, ItemsPage)
+            else f"comments page: {len(page.comments)} comments"
+        )
+        _say_page(run, what)
+
+
 def _fetch_items(run: Run) -> None:
     f = run.fetcher
-    if run.cursor.next_url:
-        for page, nxt in f.walk(f.client.url(run.cursor.next_url), f.items_page):
-            _commit(run, page, nxt)
-            _say_page(run, f"issues page: {len(page.items)} items")
+    _fetch_stage(run, f.items_page)
     run.cursor.stage = COMMENTS
     run.cursor.next_url = _relative(f.comments_url(run.cursor.comments_since), f)
     if _pages_of_comments(run):
@@ -433,11 +445,7 @@ def _pages_of_comments(run: Run) -> bool:
 
 
 def _fetch_comments(run: Run) -> None:
-    f = run.fetcher
-    if run.cursor.next_url:
-        for page, nxt in f.walk(f.client.url(run.cursor.next_url), f.comments_page):
-            _commit(run, page, nxt)
-            _say_page(run, f"comments page: {len(page.comments)} comments")
+    _fetch_stage(run, run.fetcher.comments_page)
 
 
 def _comments_per_issue(run: Run) -> None:
