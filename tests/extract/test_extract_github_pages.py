@@ -345,3 +345,39 @@ def test_checkpoint_from_before_paged_runs_triggers_one_full_run(
         stats, _ = run(gh, tmp_path, checkpoint=str(ck))
     assert stats.mode == "full"
     assert json.loads(ck.read_text())["layout"] == "pages"
+
+
+def spans_by_definition(text: str) -> str:
+    """CommonMark code spans, the slow obvious way: from each backtick run, look for
+    the next run of the same length; blank the span."""
+    import re
+
+    out, pos = [], 0
+    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text)]
+    k = 0
+    while k < len(runs):
+        a, b = runs[k]
+        close = next((j for j in range(k + 1, len(runs)) if runs[j][1] - runs[j][0] == b - a), None)
+        if close is None:
+            k += 1
+            continue
+        out += [text[pos:a], " "]
+        pos, k = runs[close][1], close + 1
+    return "".join(out) + text[pos:]
+
+
+@given(st.text(alphabet="`a #1\n", max_size=80))
+def test_code_spans_match_their_definition(text: str) -> None:
+    from cce_knowledge.extract.github_refs import _without_code_spans
+
+    assert _without_code_spans(text) == spans_by_definition(text)
+
+
+def test_hostile_bodies_stay_linear() -> None:
+    """Backtick runs of every length (a backreference regex takes minutes on this)."""
+    import time
+
+    body = "".join("`" * k + "a" for k in range(1, 360))  # 65 kB, GitHub's body limit
+    t0 = time.perf_counter()
+    assert refs(body + "\nFixes #3\n") == {3}
+    assert time.perf_counter() - t0 < 5

@@ -13,13 +13,14 @@ comments (PR templates often carry `<!-- Fixes #… -->`), and `#N` glued to a w
 from __future__ import annotations
 
 import re
+from collections import deque
 
 # Fences: ``` or ~~~ (3+), up to 3 spaces of indent; closed by a fence of the same
 # character at least as long, or by the end of the text (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INDENTED = re.compile(r"^(?: {4}|\t)")
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
-_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
+_TICKS = re.compile(r"`+")
 _SHORT = re.compile(r"(?<![\w/&#.-])#(\d+)(?!\w)")
 _QUALIFIED = re.compile(r"(?<![\w/.-])([A-Za-z0-9][A-Za-z0-9-]*)/([A-Za-z0-9._-]+)#(\d+)(?!\w)")
 _URL = re.compile(r"https?://([^\s/]+)/([^\s/]+)/([^\s/]+)/(?:issues|pull)/(\d+)(?![\w/])")
@@ -49,11 +50,35 @@ def _without_code_blocks(text: str) -> str:
     return "\n".join(out)
 
 
+def _without_code_spans(text: str) -> str:
+    """A run of n backticks opens a span that the next run of exactly n closes
+    (CommonMark); a run with no partner is literal. Linear in the text: each run is
+    looked at once per length (a regex with a backreference is quadratic or worse on
+    hostile bodies)."""
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    by_len: dict[int, deque[int]] = {}
+    for i, (a, b) in enumerate(runs):
+        by_len.setdefault(b - a, deque()).append(i)
+    out, last, i = [], 0, 0
+    while i < len(runs):
+        a, b = runs[i]
+        later = by_len[b - a]
+        while later and later[0] <= i:
+            later.popleft()
+        if not later:
+            i += 1
+            continue
+        j = later.popleft()
+        out += [text[last:a], " "]
+        last, i = runs[j][1], j + 1
+    out.append(text[last:])
+    return "".join(out)
+
+
 def _prose(text: str) -> str:
     """The text with code blocks, code spans and HTML comments blanked out."""
     text = _COMMENT.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
-    text = _without_code_blocks(text)
-    return _SPAN.sub(" ", text)
+    return _without_code_spans(_without_code_blocks(text))
 
 
 def referenced_numbers(text: str, repo: str, web_base: str | None) -> set[int]:
