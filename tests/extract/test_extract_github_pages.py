@@ -311,12 +311,15 @@ def test_cli_exit_code_3_when_the_budget_is_spent(
     out, ck = tmp_path / "feed.jsonl", tmp_path / "ck.json"
     argv = ["knowledge", "extract", "github", "--repo", REPO, "--out", str(out)]
     argv += ["--checkpoint", str(ck), "--max-wait", "10"]
+    monkeypatch.setenv("CCE_PROGRESS", "lines")
+    monkeypatch.setenv("CCE_PROGRESS_INTERVAL", "0")
     with FakeGitHub(large, budget=4) as gh:
         monkeypatch.setenv("GITHUB_API_URL", gh.url)
         assert main(argv) == 3
         err = capsys.readouterr().err
         assert "rate-limit budget is spent" in err and "the next run resumes" in err
-        assert "4 of 4 requests" not in err and "requests left" in err
+        # progress: items so far and the budget the headers reported
+        assert "extract: 100 items, " in err and "1 pages, 1 requests, 3 of 4 left in the" in err
         codes = []
         while not codes or codes[-1] == 3:
             gh.refill()  # the next scheduled run, an hour later

@@ -166,6 +166,7 @@ class Task:
         self._printed = False
         self._bar: Any = None
         self._closed = False
+        self._note = ""
         if self.settings.mode is Mode.BAR:
             self._bar = _make_bar(desc, total, unit, self.settings)
 
@@ -186,6 +187,12 @@ class Task:
         if self._bar is not None:
             self._bar.total = total
             self._bar.refresh()
+
+    def note(self, text: str) -> None:
+        """A short status shown after the counts (e.g. a remaining API budget)."""
+        self._note = text
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)
 
     def wrap(self, items: Iterable[T]) -> Iterator[T]:
         """Yield `items`, advancing by one after each."""
@@ -210,6 +217,8 @@ class Task:
             text = f"{self.desc}: {tail}"  # a step without counts
         else:
             text = f"{self.desc}: {count}{pct}, {rate}, {tail}"
+            if self._note:
+                text += f"; {self._note}"
         out = self.settings.out()
         try:
             out.write(text + "\n")

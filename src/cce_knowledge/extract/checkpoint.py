@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge.contract.record import KnowledgeRecord
+from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, file_lock
 from cce_knowledge.core.errors import ExtractError, RateLimitStop, UsageError
 from cce_knowledge.extract.feed import feed_bytes
@@ -419,14 +420,12 @@ def _fetch_stage(run: Run, parse: Callable[[Any], ItemsPage | CommentsPage]) -> 
     f = run.fetcher
     if not run.cursor.next_url:
         return
-    for page, nxt in f.walk(f.client.url(run.cursor.next_url), parse):
-        _commit(run, page, nxt)
-        what = (
-            f"issues page: {len(page.items)} items"
-            if isinstance(page, ItemsPage)
-            else f"comments page: {len(page.comments)} comments"
-        )
-        _say_page(run, what)
+    unit = "items" if run.cursor.stage == ITEMS else "comments"
+    with progress.task("extract" if unit == "items" else "extract: comments", unit=unit) as task:
+        for page, nxt in f.walk(f.client.url(run.cursor.next_url), parse):
+            _commit(run, page, nxt)
+            task.note(_budget_note(run))
+            task.advance(len(page.items if isinstance(page, ItemsPage) else page.comments))
 
 
 def _fetch_items(run: Run) -> None:
@@ -461,17 +460,12 @@ def _comments_per_issue(run: Run) -> None:
         run.comments += len(rows)
 
 
-def _say_page(run: Run, what: str) -> None:
+def _budget_note(run: Run) -> str:
     c = run.fetcher.client
-    budget = (
-        f", {c.rate_remaining} of {c.rate_limit or '?'} requests left this hour"
-        if c.rate_remaining is not None
-        else ""
-    )
-    run.say(
-        f"{what} (so far {run.cursor.pages} pages, {run.upserts + run.removals} items, "
-        f"{run.comments} comments; {c.requests} requests{budget})"
-    )
+    text = f"{run.cursor.pages} pages, {c.requests} requests"
+    if c.rate_remaining is not None:
+        text += f", {c.rate_remaining} of {c.rate_limit or '?'} left in the rate-limit window"
+    return text
 
 
 def _write(run: Run) -> list[KnowledgeRecord]:
