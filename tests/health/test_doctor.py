@@ -173,11 +173,10 @@ def test_local_reindex_after_pull_fails_like_the_reference(
     make_store(tmp_path, CLEAN + feed({"id": "new", "title": "N", "body": "b", "source": "d"}))
     rc, out, _ = run(tmp_path, capsys)
     assert rc == 1
-    assert (
-        "the pulled knowledge store could not be read: No such file or directory (os error 2)"
-        in out
-    )
-    assert "            Re-pull it with `cce knowledge pull --corpus acme-docs`.\n" in out
+    # The reason is ours: the marker does not describe the store `current` names.
+    assert "the sync marker records acme-docs@" in out
+    assert "the active store is not the pulled snapshot" in out
+    assert "`cce knowledge pull --corpus acme-docs` installs it again" in out
 
 
 def test_corrupt_store_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -147,8 +147,10 @@ def test_marker_for_another_snapshot_reads_as_local_ingest(tmp_path: Path, cce_h
     status = knowledge_status(tmp_path, offline=True)
     assert status.corpus is None
     assert status.marker_corpus == "acme-docs"
-    # The marker names a snapshot whose file is gone: the pulled-bytes check cannot read it.
-    assert status.checksum.state == "unreadable"
+    # The marker names another snapshot than `current`: the pulled-bytes check says so
+    # instead of judging a store readers do not use.
+    assert status.checksum.state == "stale-marker"
+    assert f"but `current` names {st_.snapshot}" in (status.checksum.error or "")
     assert status.snapshot == st_.snapshot
 
 

@@ -7,6 +7,7 @@ real processes for the concurrency cases. Each test failed before its fix.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,7 +135,9 @@ def _cce(*argv: str) -> list[str]:
     return [sys.executable, "-m", "cce_knowledge", *argv]
 
 
-def _pull_proc(env: SyncEnv, dest: Path, *extra: str) -> subprocess.Popen[str]:
+def _pull_proc(
+    env: SyncEnv, dest: Path, *extra: str, environ: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         _cce(
             "knowledge", "pull", "--corpus", "kn", "--remote", env.url, "--dir", str(dest), *extra
@@ -142,7 +145,7 @@ def _pull_proc(env: SyncEnv, dest: Path, *extra: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=clean_env({"CCE_HOME": str(env.tmp / "home-proc")}),
+        env=clean_env({"CCE_HOME": str(env.tmp / "home-proc"), **(environ or {})}),
     )
 
 
@@ -212,3 +215,152 @@ def test_a_waiting_pull_says_it_is_waiting(
     out, err = pull.communicate(timeout=120)
     assert pull.returncode == 0, err
     assert out.startswith("Pulled corpus kn@")
+
+
+# ------------------------------------------------------------------ item 3: marker vs `current`
+
+
+def test_marker_that_disagrees_with_current_is_reported_and_repaired(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    a, b = _two_snapshots(env, capsys)
+    dest = env.root("c")
+    kdir = dest / ".cce" / "knowledge"
+    assert cli(capsys, "knowledge", "pull", "--corpus", "kn", "--snapshot", a,
+               "--remote", env.url, "--dir", str(dest))[0] == 0  # fmt: skip
+    # The state a pull of B killed between its marker and `current` leaves: the
+    # marker names B (whose store file was written), `current` still names A.
+    assert cli(capsys, "knowledge", "pull", "--corpus", "kn", "--snapshot", b,
+               "--remote", env.url, "--dir", str(env.root("scratch")))[0] == 0  # fmt: skip
+    scratch = env.tmp / "scratch" / ".cce" / "knowledge"
+    (kdir / f"{b}.json").write_bytes((scratch / f"{b}.json").read_bytes())
+    (kdir / "synced.json").write_bytes((scratch / "synced.json").read_bytes())
+    assert (kdir / "current").read_text() == f"{a}\n"
+    # A dead writer's temp file (pid 2**22 + 1 is above Linux's pid_max default range).
+    dead = kdir / f".{b}.json.tmp.{2**22 + 1}.0"
+    dead.write_bytes(b"x" * 1000)
+
+    stale = (
+        f"the sync marker records kn@{b} but `current` names {a}: the active store is not "
+        "the pulled snapshot"
+    )
+    rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(dest))
+    assert rc == 1 and stale in err, (out, err)
+    rc, out, err = cli(capsys, "doctor", "--dir", str(dest))
+    assert stale in out + err
+    assert "pulled snapshot bytes match" not in out + err
+
+    rc, out, err = cli(capsys, "sync", "pull", "--all", "--into", str(dest), "--remote", env.url)
+    assert rc == 0, err
+    assert f"  knowledge        pulled      kn@{b}" in out
+    assert "summary       : 1 pulled · 0 up-to-date · 0 skipped\n" in out
+    assert (kdir / "current").read_text() == f"{b}\n"
+    assert not dead.exists()  # the next lock holder removed the dead writer's temp file
+    rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(dest))
+    assert rc == 0 and out.startswith(f"verify OK (checksum-only): knowledge corpus kn@{b}\n")
+    # Now it is up to date, and the summary counts it.
+    rc, out, _ = cli(capsys, "sync", "pull", "--all", "--into", str(dest), "--remote", env.url)
+    assert rc == 0 and f"  knowledge        up-to-date  kn@{b}\n" in out
+    assert "summary       : 0 pulled · 1 up-to-date · 0 skipped\n" in out
+
+
+def test_a_live_writers_temp_file_is_left_alone(tmp_path: Path) -> None:
+    from cce_knowledge.core.atomic import remove_dead_temps
+
+    mine = tmp_path / f".x.json.tmp.{os.getpid()}.0"
+    theirs = tmp_path / f".x.json.tmp.{2**22 + 1}.3"
+    other = tmp_path / ".x.json.tmp.notapid.0"
+    for p in (mine, theirs, other):
+        p.write_bytes(b"")
+    assert remove_dead_temps(tmp_path) == [theirs.name]
+    assert mine.exists() and other.exists() and not theirs.exists()
+
+
+# ------------------------------------------------------------------ items 5 and 10: values and files
+
+
+def test_hostile_pointer_is_refused_and_escaped_by_pull_and_push(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    root = env.root("p")
+    index(root, feed(["kn:1"]))
+    assert _push(env, capsys, root)[0] == 0
+    evil = "0123456789abcdef\n::warning title=x::pwned\n\x1b[31m"
+    env.seed({f"{PREFIX}/current": evil.encode()})
+    shown = "0123456789abcdef\\x0a::warning title=x::pwned\\x0a\\x1b[31m"
+    for home in ("home-a", "home-b"):  # in place (file://) and through the working clone
+        env.home(home)
+        rc, out, err = cli(
+            capsys, "knowledge", "pull", "--corpus", "kn", "--remote", env.url,
+            "--dir", str(env.root("c")),
+        )  # fmt: skip
+        assert rc == 1 and out == ""
+        assert err == (
+            "error: the cache's `current` pointer for corpus kn is not a snapshot id (16 "
+            f"lowercase hex digits): `{shown}` — the cache was written by something other "
+            "than cce; a `cce knowledge push --force` replaces it\n"
+        )
+    rc, _, err = _push(env, capsys, root)
+    assert rc == 1
+    assert err.count("\n") == 2 and "\x1b" not in err and "\n::" not in err
+    assert err.startswith(
+        f"error: push guard: could not verify the remote's current snapshot (kn@{shown})"
+    )
+    # --force replaces the bad pointer.
+    rc, _, err = _push(env, capsys, root, "--force")
+    assert rc == 0, err
+    assert cli(capsys, "knowledge", "pull", "--corpus", "kn", "--remote", env.url,
+               "--dir", str(env.root("c")))[0] == 0  # fmt: skip
+
+
+def test_sync_list_escapes_control_characters_from_the_cache(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    root = env.root("p")
+    index(root, feed(["kn:1"]))
+    assert _push(env, capsys, root)[0] == 0
+    meta = json.loads(bare_file(env.bare, f"{PREFIX}/corpus.json") or b"{}")
+    meta["data_as_of"] = "2026\x1b]0;owned\x07\u202e"
+    env.seed({f"{PREFIX}/corpus.json": json.dumps(meta).encode()})
+    rc, out, err = cli(capsys, "sync", "list", "--remote", env.url)
+    assert rc == 0, err
+    assert "2026\\x1b]0;owned\\x07\\u202e\n" in out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+
+
+def test_lfs_object_that_is_a_fifo_never_hangs_pull(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    root = env.root("p")
+    index(root, feed(["kn:1"]))
+    assert _push(env, capsys, root)[0] == 0
+    objects = [p for p in (env.bare / "lfs" / "objects").rglob("*") if p.is_file()]
+    assert len(objects) == 1
+    obj = objects[0]
+    fifo = env.tmp / "fifo"
+    os.mkfifo(fifo)
+    obj.unlink()
+    obj.symlink_to(fifo)
+    for in_place in ("1", "0"):  # read in place, and through `git lfs fetch`
+        proc = _pull_proc(env, env.root(f"c{in_place}"), environ={"CCE_LFS_IN_PLACE": in_place})
+        try:
+            out, err = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"pull hung on an LFS object that is a FIFO (CCE_LFS_IN_PLACE={in_place})")
+        assert proc.returncode == 1 and err.startswith("error: "), (out, err)
+        assert "Traceback" not in err
+        if in_place == "1":
+            assert "is a symbolic link, not a regular file" in err
+        else:  # git-lfs itself refuses to copy a non-regular object
+            assert "could not read knowledge/v1/kn/" in err
+    # A FIFO in place of the object (no symlink) is refused the same way.
+    obj.unlink()
+    os.mkfifo(obj)
+    proc = _pull_proc(env, env.root("c2"))
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1 and "is a FIFO, not a regular file" in err, err

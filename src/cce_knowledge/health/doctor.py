@@ -128,6 +128,10 @@ def _pulled_bytes_check(root: Path, r: Report) -> None:
         )
     elif cs.state == "no-record":
         r.advisory(KNOWLEDGE_NO_RECORD_NOTICE)
+    elif cs.state == "stale-marker":
+        # The reference fails here too (it reads the marker's snapshot file, which
+        # index's prune deleted); we say why, judging the store `current` names.
+        r.fail(f"{head}\n  {cs.error}")
     elif cs.state == "unreadable":
         r.fail(
             f"{head}\n  the pulled knowledge store could not be read: {cs.error}\n"

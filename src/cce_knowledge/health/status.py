@@ -9,7 +9,6 @@ error and never as a hang.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -21,7 +20,13 @@ from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
 from cce_knowledge.store.store_file import read_current, store_path
-from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
+from cce_knowledge.sync.marker import (
+    SyncMarker,
+    active_snapshot,
+    file_sha256,
+    read_marker_lenient,
+    stale_marker,
+)
 
 #: Default bound on one remote lookup (a clone/fetch of the cache repo).
 DEFAULT_REMOTE_TIMEOUT = 8.0
@@ -137,7 +142,8 @@ def lookup_remote(
 
 @dataclass(frozen=True, slots=True)
 class ChecksumState:
-    """The pulled-bytes check: ok | mismatch | unreadable | no-record | local."""
+    """The pulled-bytes check: ok | mismatch | unreadable | no-record | local |
+    stale-marker (the marker names another snapshot than `current`)."""
 
     state: str
     expected: str | None = None
@@ -148,13 +154,16 @@ class ChecksumState:
 def check_installed_bytes(root: str | os.PathLike[str], marker: SyncMarker | None) -> ChecksumState:
     if marker is None:
         return ChecksumState("local")
+    current = active_snapshot(root)
+    if current != marker.snapshot:
+        # The marker describes a store readers do not use: judge `current`'s, not it.
+        return ChecksumState("stale-marker", error=stale_marker(marker, current))
     if marker.installed_sha256 is None:
         return ChecksumState("no-record")
     try:
-        data = store_path(root, marker.snapshot).read_bytes()
+        actual = file_sha256(store_path(root, marker.snapshot))
     except OSError as e:
         return ChecksumState("unreadable", expected=marker.installed_sha256, error=io_error_text(e))
-    actual = hashlib.sha256(data).hexdigest()
     if actual != marker.installed_sha256:
         return ChecksumState("mismatch", expected=marker.installed_sha256, actual=actual)
     return ChecksumState("ok", expected=marker.installed_sha256, actual=actual)
@@ -309,6 +318,8 @@ def _checksum_line(st: KnowledgeStatus) -> str:
         return KNOWLEDGE_NO_RECORD_NOTICE
     if c.state == "unreadable":
         return f"FAILED — the pulled store could not be read: {c.error}"
+    if c.state == "stale-marker":
+        return f"n/a — {c.error}"
     return (
         f"MISMATCH — expected {c.expected}, found {c.actual}; re-pull with "
         f"`cce knowledge pull --corpus {st.marker_corpus}`"

@@ -13,7 +13,8 @@ __all__ = ["GitCache", "open_cache", "read_remote_pointer"]
 def read_remote_pointer(
     remote: str | Remote, corpus_id: str, lock_timeout: float = 5.0
 ) -> str | None:
-    """The trimmed remote `current` of a corpus, or None (absent, empty, invalid id, offline).
+    """The trimmed remote `current` of a corpus, or None (absent, not a snapshot id,
+    invalid corpus id, offline).
 
     Best effort and never raises: it may clone or fetch (an unreachable remote with an
     existing clone answers from the last-fetched state, like the reference). If another
@@ -27,6 +28,7 @@ def read_remote_pointer(
             ptr = K.pointer_key(corpus_id)
             if not cache.has(ptr):
                 return None
-            return cache.read_text(ptr) or None
+            pointer = cache.read_text(ptr)
+            return pointer if K.is_snapshot_id(pointer) else None
     except (CceError, OSError):
         return None

@@ -32,7 +32,7 @@ import git
 from cce_knowledge.core.atomic import file_lock
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.rustcompat import rs_trim
-from cce_knowledge.core.untrusted import shown
+from cce_knowledge.core.untrusted import read_regular, shown
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.localrepo import (
     LFS_POINTER_PREFIX,
@@ -264,7 +264,7 @@ class GitCache:
     def get(self, key: str) -> bytes:
         """An artifact's bytes, LFS-smudged when the blob is a pointer."""
         if not self.has(key):
-            raise SyncError(f"cache miss: {key} not found on the remote")
+            raise SyncError(cache_miss(key))
         data = self.read_blob(key)
         if data.startswith(LFS_POINTER_PREFIX) and len(data) < 1024 and self._lfs:
             with tempfile.TemporaryFile() as f:
@@ -288,7 +288,7 @@ class GitCache:
         caller (the `.cck` checksum), so a stale or wrong file cannot slip through."""
         status, blob, _ = self.run("cat-file", "blob", f"{self.origin}:{key}", check=False)
         if status != 0:
-            raise SyncError(f"cache miss: {key} not found on the remote")
+            raise SyncError(cache_miss(key))
         ptr = lfs_pointer(blob)
         if ptr is None:
             return blob
@@ -314,7 +314,7 @@ class GitCache:
         if isinstance(src, bytes):
             return src
         try:
-            return src.read_bytes()
+            return read_regular(src)
         except OSError as e:
             raise SyncError(f"cannot read {key} from the LFS store: {e}") from e
 
@@ -581,6 +581,10 @@ class GitCache:
 
         self.transact(apply, message)
         return True
+
+
+def cache_miss(key: str) -> str:
+    return f"cache miss: {shown(key)} not found on the remote"
 
 
 def _write_no_follow(path: Path, data: bytes) -> None:

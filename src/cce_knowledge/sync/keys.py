@@ -12,6 +12,7 @@ import re
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.untrusted import shown
 
 #: The key-space version: the segment after the last `/` of the contract id.
 VERSION = KNOWLEDGE_SCHEMA.rsplit("/", 1)[-1]
@@ -80,6 +81,22 @@ def check_prune_key(key: str, corpus_id: str) -> None:
 
 def is_snapshot_id(s: str) -> bool:
     return bool(_SNAPSHOT.fullmatch(s))
+
+
+def bad_pointer(corpus_id: str, pointer: str) -> str:
+    return (
+        f"the cache's `current` pointer for corpus {corpus_id} is not a snapshot id "
+        f"(16 lowercase hex digits): `{shown(pointer)}` — the cache was written by something "
+        "other than cce; a `cce knowledge push --force` replaces it"
+    )
+
+
+def check_remote_pointer(corpus_id: str, pointer: str) -> str:
+    """A `current` read from the cache is untrusted: it must be a snapshot id before it
+    becomes part of a key, a file name or a line of output."""
+    if not is_snapshot_id(pointer):
+        raise SyncError(bad_pointer(corpus_id, pointer))
+    return pointer
 
 
 def check_snapshot_arg(snapshot: str) -> str:

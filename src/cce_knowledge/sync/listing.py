@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import GitCache
 
@@ -134,11 +135,13 @@ def _plural(n: int, word: str) -> str:
 def render_human(lst: Listing) -> str:
     out = [f"remote        : {lst.remote}\n", "\n"]
     if lst.repos:
-        id_w = max(len("repo_id"), *(len(r.repo_id) for r in lst.repos))
+        # Every name and value here was read from the cache: escaped before printing.
+        ids = [shown(r.repo_id) for r in lst.repos]
+        id_w = max(len("repo_id"), *(len(i) for i in ids))
         latest = [
             "-"
             if r.latest_sha is None
-            else (f"{r.latest_sha} ({r.ref})" if r.ref else r.latest_sha)
+            else shown(f"{r.latest_sha} ({r.ref})" if r.ref else r.latest_sha)
             for r in lst.repos
         ]
         lat_w = max(len("latest"), *(len(x) for x in latest))
@@ -146,8 +149,8 @@ def render_human(lst: Listing) -> str:
         out.append(
             f"{'repo_id':<{id_w}}  {'latest':<{lat_w}}  {'artifacts':>9}  {'bytes':>{b_w}}\n"
         )
-        for r, lat in zip(lst.repos, latest, strict=True):
-            out.append(f"{r.repo_id:<{id_w}}  {lat:<{lat_w}}  {r.artifacts:>9}  {r.bytes:>{b_w}}\n")
+        for r, rid, lat in zip(lst.repos, ids, latest, strict=True):
+            out.append(f"{rid:<{id_w}}  {lat:<{lat_w}}  {r.artifacts:>9}  {r.bytes:>{b_w}}\n")
         n_art = sum(r.artifacts for r in lst.repos)
         n_bytes = sum(r.bytes for r in lst.repos)
         out.append("\n")
@@ -168,17 +171,19 @@ def render_human(lst: Listing) -> str:
 
 
 def render_corpus_table(rows: list[CorpusRow]) -> str:
-    cur = [r.current or "-" for r in rows]
-    id_w = max(len("corpus_id"), *(len(r.corpus_id.encode()) for r in rows))
+    # Every name and value here was read from the cache: escaped before printing.
+    cur = [shown(r.current or "-") for r in rows]
+    ids = [shown(r.corpus_id) for r in rows]
+    id_w = max(len("corpus_id"), *(len(i.encode()) for i in ids))
     cur_w = max(len("current"), *(len(c) for c in cur))
     b_w = max(len("bytes"), *(len(str(r.bytes)) for r in rows))
     lines = [
         f"{'corpus_id':<{id_w}}  {'current':<{cur_w}}  {'snapshots':>9}  {'bytes':>{b_w}}  data as-of"
     ]
-    for r, c in zip(rows, cur, strict=True):
+    for r, rid, c in zip(rows, ids, cur, strict=True):
         lines.append(
-            f"{r.corpus_id:<{id_w}}  {c:<{cur_w}}  {r.snapshots:>9}  {r.bytes:>{b_w}}  "
-            f"{r.data_as_of or '-'}"
+            f"{rid:<{id_w}}  {c:<{cur_w}}  {r.snapshots:>9}  {r.bytes:>{b_w}}  "
+            f"{shown(r.data_as_of or '-')}"
         )
     return "\n".join(lines) + "\n"
 

@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.untrusted import file_kind, read_regular
 
 LFS_POINTER_PREFIX = b"version https://git-lfs"
 
@@ -41,7 +45,7 @@ def head_branch(git_dir: Path) -> str | None:
     """The branch `git_dir/HEAD` names (`ref: refs/heads/<branch>`); None if detached,
     missing or unreadable."""
     try:
-        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+        head = read_regular(git_dir / "HEAD").decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     prefix = "ref: refs/heads/"
@@ -87,10 +91,18 @@ def local_lfs_object(url: str, oid: str, size: int) -> Path | None:
 
 
 def has_size(path: Path, size: int) -> bool:
+    """`path` is a regular file of `size` bytes; False when absent. Anything else there
+    (a FIFO, a device, a symlink) is refused: opening it could hang or read elsewhere."""
     try:
-        return path.stat().st_size == size
+        st = os.lstat(path)
     except OSError:
         return False
+    if not stat.S_ISREG(st.st_mode):
+        raise SyncError(
+            f"the cache's LFS object {path} is {file_kind(st.st_mode)}, not a regular file — "
+            "refusing to read it (someone tampered with the cache's LFS store)"
+        )
+    return st.st_size == size
 
 
 class LocalRepo:
@@ -109,13 +121,13 @@ class LocalRepo:
         """The branch tip's binary sha from the loose ref or `packed-refs`."""
         ref = f"refs/heads/{self.branch}"
         try:
-            text = (self.git_dir / ref).read_bytes().strip()
+            text = read_regular(self.git_dir / ref).strip()
         except OSError:
             text = b""
         if text:
             return bytes.fromhex(text.decode()) if _HEX40.fullmatch(text) else None
         try:
-            packed = (self.git_dir / "packed-refs").read_bytes()
+            packed = read_regular(self.git_dir / "packed-refs")
         except OSError:
             return None
         want = ref.encode()
@@ -209,7 +221,7 @@ def open_local(url: str) -> LocalRepo | None:
 
 def _sha256_repo(git_dir: Path) -> bool:
     try:
-        config = (git_dir / "config").read_text(encoding="utf-8", errors="replace")
+        config = read_regular(git_dir / "config").decode("utf-8", "replace")
     except OSError:
         return True  # unreadable: let git decide
     return re.search(r"(?im)^\s*objectformat\s*=\s*sha256\b", config) is not None

@@ -6,6 +6,7 @@ Compact JSON in declaration order, no trailing newline. `installed_sha256` is om
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import compact
-from cce_knowledge.store.store_file import knowledge_dir
+from cce_knowledge.store.store_file import knowledge_dir, read_current, store_path
 
 MARKER_NAME = "synced.json"
 #: Where the installed corpus was pulled from (ours; the reference records no remote, so
@@ -110,3 +111,45 @@ def read_pulled_from(root: str | os.PathLike[str], corpus_id: str) -> str | None
         return None
     remote = obj.get("remote")
     return remote if isinstance(remote, str) and remote else None
+
+
+def active_snapshot(root: str | os.PathLike[str]) -> str | None:
+    """What `current` names (None when absent or unreadable): the store readers use."""
+    try:
+        return read_current(root)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def stale_marker(marker: SyncMarker, current: str | None) -> str:
+    """The report for a marker that does not describe the active store."""
+    return (
+        f"the sync marker records {marker.corpus_id}@{marker.snapshot} but `current` names "
+        f"{current or 'nothing'}: the active store is not the pulled snapshot (a pull was "
+        "interrupted, or the root was re-indexed locally since) — "
+        f"`cce knowledge pull --corpus {marker.corpus_id}` installs it again and repairs the marker"
+    )
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, read in blocks (a store can be larger than memory allows)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def installed_snapshot(root: str | os.PathLike[str], corpus_id: str) -> str | None:
+    """The snapshot of `corpus_id` that is really installed: `current` names it, the
+    marker records the same corpus and snapshot, and the store file still has the bytes
+    recorded at pull time. None otherwise — then only a pull can vouch for the root."""
+    m = read_marker_lenient(root)
+    if m is None or m.corpus_id != corpus_id or active_snapshot(root) != m.snapshot:
+        return None
+    try:
+        if m.installed_sha256 is not None:
+            if file_sha256(store_path(root, m.snapshot)) != m.installed_sha256:
+                return None
+        elif not store_path(root, m.snapshot).is_file():
+            return None
+    except OSError:
+        return None
+    return m.snapshot

@@ -23,6 +23,7 @@ from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.rustcompat import rs_trim
+from cce_knowledge.core.untrusted import open_regular
 from cce_knowledge.store.store_file import (
     display_dir,
     knowledge_dir,
@@ -150,7 +151,7 @@ def _mapped(source: bytes | Path) -> Iterator[Any]:
         yield source
         return
     try:
-        f = open(source, "rb")
+        f = open_regular(source)
     except OSError as e:
         raise SyncError(f"cannot read the fetched artifact {source}: {e}") from e
     with f:
@@ -200,7 +201,7 @@ def _locate_in_place(
         snapshot = rs_trim(blob.decode("utf-8", "replace")) if blob is not None else ""
         if not snapshot:
             return None
-        K.check_snapshot_arg(snapshot)
+        K.check_remote_pointer(corpus_id, snapshot)
     if not force:
         check_marker_guard(root, corpus_id)
     key = K.artifact_key(corpus_id, snapshot)
@@ -241,7 +242,7 @@ def pull_corpus(
                 except CceError as e:
                     raise SyncError(no_pointer(corpus_id)) from e
                 if snapshot:
-                    K.check_snapshot_arg(snapshot)
+                    K.check_remote_pointer(corpus_id, snapshot)
             if not force:
                 check_marker_guard(root, corpus_id)
             key = K.artifact_key(corpus_id, snapshot)

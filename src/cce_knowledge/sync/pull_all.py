@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import CceError
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.store.store_file import writer_lock
+from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import open_cache
 from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
-from cce_knowledge.sync.marker import read_marker_lenient
+from cce_knowledge.sync.marker import installed_snapshot
 from cce_knowledge.sync.pull import pull_corpus
 from cce_knowledge.sync.remote import Remote, resolve_listing_remote
 
@@ -66,17 +68,18 @@ def pull_all(
     for r in repos:
         res.skipped += 1
         res.lines.append(
-            f"  warning: skipped code repo {r.repo_id} — cce-knowledge installs knowledge "
+            f"  warning: skipped code repo {shown(r.repo_id)} — cce-knowledge installs knowledge "
             "corpora only\n"
         )
+    listed = ", ".join(shown(i) for i in ids)
     chosen: str | None = None
     if corpus is not None:
         if corpus in ids:
             chosen = corpus
         else:
             res.lines.append(
-                f"  warning: skipped knowledge — corpus `{corpus}` is not in the cache "
-                f"(it carries: {', '.join(ids)})\n"
+                f"  warning: skipped knowledge — corpus `{shown(corpus)}` is not in the cache "
+                f"(it carries: {listed})\n"
             )
             res.knowledge = "skipped"
     elif len(ids) == 1:
@@ -84,30 +87,52 @@ def pull_all(
     elif len(ids) > 1:
         res.lines.append(
             f"  warning: skipped knowledge — the cache carries {len(ids)} corpora "
-            f"({', '.join(ids)}); one active corpus per root — pass --corpus <id> to install one\n"
+            f"({listed}); one active corpus per root — pass --corpus <id> to install one\n"
         )
         res.knowledge = "skipped"
     if chosen is None:
+        if res.knowledge == "skipped":
+            res.skipped += 1
         return res
-    current = rows[chosen].current
+    res.knowledge = _knowledge(res, into, rem, settings, chosen, rows[chosen].current)
+    if res.knowledge == "pulled":
+        res.pulled += 1
+    elif res.knowledge == "up-to-date":
+        res.up_to_date += 1
+    else:
+        res.skipped += 1
+    return res
+
+
+def _knowledge(
+    res: PullAllResult,
+    into: str | os.PathLike[str],
+    rem: Remote,
+    settings: Settings,
+    chosen: str,
+    current: str | None,
+) -> str:
+    """Install `chosen` unless the installed store already is its remote `current`; the
+    outcome ("pulled", "up-to-date", "skipped") with its row appended to `res.lines`."""
+    name = shown(chosen)
     if not current:
         res.lines.append(
-            f"  warning: skipped knowledge corpus {chosen} — no `current` pointer on the remote\n"
+            f"  warning: skipped knowledge corpus {name} — no `current` pointer on the remote\n"
         )
-        res.knowledge = "skipped"
-        return res
+        return "skipped"
+    if not K.is_snapshot_id(current):
+        res.lines.append(
+            f"  warning: skipped knowledge corpus {name} — {K.bad_pointer(name, current)}\n"
+        )
+        return "skipped"
     with writer_lock(into, "sync pull --all"):
-        marker = read_marker_lenient(into)
-        if marker is not None and marker.corpus_id == chosen and marker.snapshot == current:
+        if installed_snapshot(into, chosen) == current:
             res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
-            res.knowledge = "up-to-date"
-            return res
+            return "up-to-date"
         try:
             pr = pull_corpus(into, corpus=chosen, remote=rem, settings=settings)
         except CceError as e:
-            res.lines.append(f"  warning: skipped knowledge corpus {chosen} — {e.message}\n")
-            res.knowledge = "skipped"
-            return res
+            res.lines.append(f"  warning: skipped knowledge corpus {name} — {e.message}\n")
+            return "skipped"
     res.lines.append(_row("pulled", f"{chosen}@{pr.snapshot}  → .cce/knowledge/"))
-    res.knowledge = "pulled"
-    return res
+    return "pulled"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import CceError, StoreError, SyncError
 from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.store.store_file import (
     KnowledgeStore,
     display_dir,
@@ -114,6 +115,9 @@ def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_
         if dry_run:
             res.report = G.first_publish_dry_run(corpus_id, res.snapshot, res.records, res.chunks)
         return
+    if not K.is_snapshot_id(remote_snap):
+        bad = K.bad_pointer(corpus_id, remote_snap)
+        raise SyncError(G.unverifiable(corpus_id, shown(remote_snap), bad, dry_run))
     res.remote_snapshot = remote_snap
     key = K.artifact_key(corpus_id, remote_snap)
     try:

@@ -7,13 +7,18 @@ with the pusher and the git host's access control.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.store_file import store_path
-from cce_knowledge.sync.marker import SyncMarker, read_marker_lenient
+from cce_knowledge.sync.marker import (
+    SyncMarker,
+    active_snapshot,
+    file_sha256,
+    read_marker_lenient,
+    stale_marker,
+)
 
 NO_RECORD = (
     "no install checksum recorded (pulled by an older cce) — re-pull with `cce knowledge pull` "
@@ -54,17 +59,20 @@ def verify_knowledge(root: str | os.PathLike[str]) -> KnowledgeVerify | None:
     m = read_marker_lenient(root)
     if m is None:
         return None
+    head = f"verify FAILED (checksum-only) for knowledge corpus `{m.corpus_id}` (@{m.snapshot})\n"
+    # Judge the store readers use: `current`'s, whatever the marker says.
+    current = active_snapshot(root)
+    if current != m.snapshot:
+        raise SyncError(f"{head}  {stale_marker(m, current)}")
     if m.installed_sha256 is None:
         return KnowledgeVerify("no-record", m)
-    head = f"verify FAILED (checksum-only) for knowledge corpus `{m.corpus_id}` (@{m.snapshot})\n"
     try:
-        data = store_path(root, m.snapshot).read_bytes()
+        actual = file_sha256(store_path(root, m.snapshot))
     except OSError as e:
         raise SyncError(
             f"{head}  the pulled knowledge store could not be read: {e}\n"
             f"  Re-pull it with `cce knowledge pull --corpus {m.corpus_id}`."
         ) from e
-    actual = hashlib.sha256(data).hexdigest()
     if actual != m.installed_sha256:
         raise SyncError(
             f"{head}  expected : {m.installed_sha256}\n  actual   : {actual}\n"
