@@ -455,7 +455,7 @@ def _comments_per_issue(run: Run) -> None:
         for n, it in sorted(run.mirror.items.items())
         if not f.mapper.dropped(it) and it.get("comments") != 0
     ]
-    for rows in f._each(f.issue_comments, wanted):
+    for rows in f.each(f.issue_comments, wanted):
         run.mirror.add_comments(CommentsPage(rows, None))
         run.comments += len(rows)
 

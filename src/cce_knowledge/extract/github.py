@@ -299,7 +299,7 @@ class Fetcher:
                 for it in items
                 if "pull_request" not in it and not self.mapper.dropped(it)
             ]
-            for n, found in zip(issues, self._each(self.timeline_links, issues), strict=True):
+            for n, found in zip(issues, self.each(self.timeline_links, issues), strict=True):
                 timeline[n] = found
         return ItemsPage(items, timeline, _max_updated(items))
 
@@ -323,7 +323,7 @@ class Fetcher:
         first, last = _page_number(nxt), _page_number(rels.get("last"))
         if nxt and first is not None and last is not None and self.opts.concurrency > 1:
             urls = [_with_page(nxt, k) for k in range(first, last + 1)]
-            for i, (data, rels) in enumerate(self._each(self.client.get_page, urls, pages=True)):
+            for i, (data, rels) in enumerate(self.each(self.client.get_page, urls, pages=True)):
                 nxt = urls[i + 1] if i + 1 < len(urls) else rels.get("next")
                 yield parse(data), nxt
         while nxt:  # sequential, or pages that appeared after `last` was read
@@ -331,7 +331,7 @@ class Fetcher:
             nxt = rels.get("next")
             yield parse(data), nxt
 
-    def _each(self, fn: Callable[[Any], T], args: list[Any], *, pages: bool = False) -> Iterator[T]:
+    def each(self, fn: Callable[[Any], T], args: list[Any], *, pages: bool = False) -> Iterator[T]:
         """fn over args in order, at most the configured number in flight; a failure
         stops new requests at once (a spent rate-limit budget must not be hammered)."""
         width = self.opts.concurrency if pages else self.opts.item_concurrency
