@@ -33,3 +33,17 @@ def test_help_blocks_match(monkeypatch: pytest.MonkeyPatch) -> None:
     }
     for cmd, text in blocks:
         assert text == help_for(cmd), f"{DOC.name}: help for `{cmd}` is stale"
+
+
+@pytest.mark.parametrize("argv", [["docs"], ["docs", "./handbook"]])
+def test_docs_without_a_source_names_the_missing_argument(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`extract: docs ./handbook` in a workflow: argparse says what is missing, exit 2."""
+    from cce_knowledge.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["knowledge", "extract", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "cce knowledge extract docs: error: one of the arguments --root --repo is required" in err
