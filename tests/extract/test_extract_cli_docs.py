@@ -46,4 +46,6 @@ def test_docs_without_a_source_names_the_missing_argument(
         main(["knowledge", "extract", *argv])
     err = capsys.readouterr().err
     assert e.value.code == 2
-    assert "cce knowledge extract docs: error: one of the arguments --root --repo is required" in err
+    assert (
+        "cce knowledge extract docs: error: one of the arguments --root --repo is required" in err
+    )
