@@ -13,6 +13,7 @@ count them.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import json
 import random
@@ -89,6 +90,11 @@ class Tracker:
         login, created, _old, *_ = it.comments[index]
         cid = number * 100 + index + 1
         it.comments[index] = (login, created, body, _stamp(1735689600 + self.clock), str(cid))
+
+
+def _updated(row: tuple[Item, int, tuple[str, ...]]) -> str:
+    c = row[2]
+    return c[3] if len(c) > 3 else c[1]
 
 
 def _stamp(epoch: int) -> str:
@@ -260,6 +266,7 @@ class FakeGitHub:
         self.budget_reset_in = budget_reset_in
         self.reset_at = int(time.time()) + budget_reset_in
         self.refused = 0  # requests answered 403 because the budget was spent
+        self._comment_cache: tuple[Any, tuple[list[str], list[Any]]] | None = None
         self.token = token
         self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
         self.retry_after = retry_after
@@ -596,21 +603,32 @@ class FakeGitHub:
         self, path: str, q: dict[str, str], rl: dict[str, str]
     ) -> tuple[int, Any, dict[str, str]]:
         """`GET /repos/{o}/{r}/issues/comments`: every issue's and PR's comments."""
-        rows = [r for it in self.tracker.items.values() for r in self.comment_rows(it)]
-
-        def updated(r: tuple[Item, int, tuple[str, ...]]) -> str:
-            c = r[2]
-            return c[3] if len(c) > 3 else c[1]
-
+        by_updated = q.get("sort") == "updated"
+        keys, out = self._comments_sorted(by_updated)
         if "since" in q:
-            rows = [r for r in rows if updated(r) >= q["since"]]
-        if q.get("sort") == "updated":
-            rows.sort(key=lambda r: (updated(r), r[0].number, r[1]))
-        else:
-            rows.sort(key=lambda r: (r[2][1], r[0].number, r[1]))
+            if by_updated:
+                out = out[bisect.bisect_left(keys, q["since"]) :]
+            else:
+                out = [r for r in out if _updated(r) >= q["since"]]
         if q.get("direction", "asc") == "desc":
-            rows.reverse()
-        return self._page(path, q, rows, rl, render=self.comment)
+            out.reverse()
+        return self._page(path, q, out, rl, render=self.comment)
+
+    def _comments_sorted(self, by_updated: bool) -> tuple[list[str], list[Any]]:
+        """Every comment row with its sort key, sorted; cached until the tracker changes
+        (re-sorting 20,000 comments per page would make the fake the bottleneck)."""
+        t = self.tracker
+        sig = (by_updated, t.clock, len(t.items), sum(len(it.comments) for it in t.items.values()))
+        with self._lock:
+            if self._comment_cache is not None and self._comment_cache[0] == sig:
+                return self._comment_cache[1]
+        rows = [r for it in t.items.values() for r in self.comment_rows(it)]
+        keyed = [(_updated(r) if by_updated else r[2][1], r, r[0].number, r[1]) for r in rows]
+        keyed.sort(key=lambda k: (k[0], k[2], k[3]))
+        result = ([k[0] for k in keyed], [k[1] for k in keyed])
+        with self._lock:
+            self._comment_cache = (sig, result)
+        return result
 
     def _page(
         self, path: str, q: dict[str, str], rows: list[Any], rl: dict[str, str], render: Any = None
