@@ -384,3 +384,21 @@ def test_hostile_bodies_stay_linear() -> None:
     t0 = time.perf_counter()
     assert refs(body + "\nFixes #3\n") == {3}
     assert time.perf_counter() - t0 < 5
+
+
+def test_lone_surrogates_from_the_api_survive_checkpoint_and_mirror(tmp_path: Path) -> None:
+    """JSON may carry "\\ud800"; the feed gets U+FFFD, the state files the exact text."""
+    t = Tracker()
+    t.add(Item(number=1, title="Odd \ud800 title", body="Body \udfff here."))
+    t.add(Item(number=2, title="PR", body="Fixes #1 \ud83d", is_pr=True))
+    t.comment(1, "alice", "comment \ud800")
+    ck = str(tmp_path / "ck.json")
+    with FakeGitHub(t) as gh:
+        run(gh, tmp_path, checkpoint=ck, include_comments=True)
+        t.comment(1, "bob", "again")
+        _, second = run(gh, tmp_path, checkpoint=ck, include_comments=True)
+        _, fresh = run(gh, tmp_path, "fresh.jsonl", include_comments=True)
+    assert second == fresh
+    rec = parse_feed(second.decode())[0]
+    assert rec.title == "Odd \ufffd title" and "comment \ufffd" in rec.body
+    assert rec.links == [f"{WEB}/pull/2"]

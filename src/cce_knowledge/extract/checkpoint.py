@@ -334,7 +334,8 @@ def _page_line(page: ItemsPage | CommentsPage) -> bytes:
     else:
         obj = {"k": COMMENTS, "rows": page.comments}
     obj["m"] = page.max_updated
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    # ASCII escapes: a lone surrogate from the API (legal JSON) survives the round trip
+    return (json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def _page_from_line(obj: Any) -> ItemsPage | CommentsPage:

@@ -89,7 +89,7 @@ class Mirror:
             ],
             "timeline": {str(n): self.timeline[n] for n in sorted(self.timeline)},
         }
-        return (json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        return (json.dumps(doc, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
 
     def save(self, path: Path) -> None:
         atomic_write(path, self.to_bytes())
