@@ -402,3 +402,16 @@ def test_lone_surrogates_from_the_api_survive_checkpoint_and_mirror(tmp_path: Pa
     rec = parse_feed(second.decode())[0]
     assert rec.title == "Odd \ufffd title" and "comment \ufffd" in rec.body
     assert rec.links == [f"{WEB}/pull/2"]
+
+
+def test_a_link_to_another_origin_is_not_followed(tmp_path: Path) -> None:
+    """A hostile or misconfigured API's `Link: rel="next"` must not get the token."""
+    from cce_knowledge.core.errors import ExtractError
+
+    t = make_large_tracker(issues=150, prs=0, comments=0, seed=1)
+    with FakeGitHub(t) as gh, FakeGitHub(t) as other:
+        gh.link_base = other.url  # next/last links name the other server
+        client = GitHubClient(gh.url, "tok-123", repo=REPO, retries=0)
+        with pytest.raises(ExtractError, match="another origin") as err:
+            run(gh, tmp_path, client=client)
+        assert other.count() == 0 and "tok-123" not in str(err.value)

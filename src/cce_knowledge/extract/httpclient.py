@@ -92,7 +92,18 @@ class GitHubClient:
         self.close()
 
     def url(self, path: str) -> str:
-        return path if path.startswith(("http://", "https://")) else self.base_url + path
+        """An API path, or an absolute URL (a `Link` target) that must stay on the API's
+        origin: the token goes only where it was given for."""
+        if not path.startswith(("http://", "https://")):
+            return self.base_url + path
+        if _origin(path) != _origin(self.base_url):
+            raise ExtractError(
+                self.scrub(
+                    f"GitHub API for {self.repo} pointed at another origin "
+                    f"({_origin(path)}, not {_origin(self.base_url)}) — refusing to follow it"
+                )
+            )
+        return path
 
     def scrub(self, text: str) -> str:
         """Remove the token from text that might be shown to a user."""
@@ -283,6 +294,11 @@ class GitHubClient:
         else:
             text = f"GitHub API error for {self.repo}: {status} {msg} at {resp.request.url.path}"
         return ExtractError(self.scrub(text))
+
+
+def _origin(url: str) -> str:
+    u = httpx.URL(url)
+    return f"{u.scheme}://{u.host}:{u.port or (443 if u.scheme == 'https' else 80)}"
 
 
 def _message(resp: httpx.Response) -> str:

@@ -266,6 +266,7 @@ class FakeGitHub:
         self.budget_reset_in = budget_reset_in
         self.reset_at = int(time.time()) + budget_reset_in
         self.refused = 0  # requests answered 403 because the budget was spent
+        self.link_base: str | None = None  # another origin for Link targets (hostile)
         self._comment_cache: tuple[Any, tuple[list[str], list[Any]]] | None = None
         self.token = token
         self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
@@ -643,7 +644,7 @@ class FakeGitHub:
         links = []
 
         def link(p: int, rel: str) -> str:
-            return f'<{self.url}{path}?{urlencode({**q, "page": str(p)})}>; rel="{rel}"'
+            return f'<{self.link_base or self.url}{path}?{urlencode({**q, "page": str(p)})}>; rel="{rel}"'
 
         if page > 1:
             links += [link(page - 1, "prev"), link(1, "first")]
