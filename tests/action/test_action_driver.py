@@ -423,3 +423,35 @@ def test_failure_text_can_never_issue_a_workflow_command(
     # Every `::` line the text produced sits inside the window; nothing after it.
     assert all(not ln.startswith("::") for ln in lines[end + 1 :])
     assert "error: guard: bad pointer abc" in lines[1:end]
+
+
+def test_extract_stopped_by_the_rate_limit_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    """`extract github` exits 3 when the API budget is spent: the driver annotates a
+    warning, publishes nothing, and the job passes so the next schedule resumes."""
+    from tests.helpers.fake_github import FakeGitHub, make_large_tracker
+
+    tracker = make_large_tracker(issues=300, prs=0, comments=0, seed=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCE_IN_", "GITHUB_"))}
+    env["GITHUB_OUTPUT"] = str(tmp_path / "out")
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    env[ac.env_name("extract")] = "github --repo acme/widgets --checkpoint ck.json --max-wait 1"
+    env[ac.env_name("corpus")] = "c1"
+    with FakeGitHub(tracker, budget=2) as gh:
+        env["GITHUB_API_URL"] = gh.url
+        p = subprocess.run(
+            [sys.executable, "-m", "cce_knowledge", "action", "run"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "::warning title=cce-knowledge::extract stopped at the source's rate limit" in p.stdout
+    assert "::error" not in p.stdout
+    assert "published<<" in (tmp_path / "out").read_text()
+    assert "false" in _parse_outputs(tmp_path / "out")["published"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "rate limit" in summary and "failed" not in summary
+    assert json.loads((tmp_path / "ck.json").read_text())["run"]["pages"] == 2

@@ -63,6 +63,14 @@ class StepFailed(Exception):
     """A pipeline step refused; the message is safe to show (no tokens)."""
 
 
+class StepStopped(Exception):
+    """The pipeline stopped early without failing — `extract` reached the source's rate
+    limit (exit 3) and the next scheduled run resumes: a warning, nothing published."""
+
+
+EXIT_RATE_LIMITED = 3  # `cce knowledge extract github`: stopped cleanly at the rate limit
+
+
 def store_facts(root: str) -> tuple[str, int, int, int, str]:
     """(snapshot, records, chunks, distinct record ids, data_as_of) of the active store.
 
@@ -230,6 +238,9 @@ class Driver:
         except StepFailed as e:
             self.fail(str(e))
             rc = 1
+        except StepStopped as e:
+            self.warn(str(e))
+            rc = 0
         self._write_outputs()
         self._write_summary()
         return rc
@@ -241,6 +252,13 @@ class Driver:
         print(actions.annotation("error", message, title="cce-knowledge"), flush=True)
         with actions.stop_commands(sys.stderr):
             print(f"error: {message}", file=sys.stderr, flush=True)
+
+    def warn(self, message: str) -> None:
+        """A warning annotation (escaped) and a summary note; the job does not fail."""
+        self.state.notes.append(f"warning: {message}")
+        print(actions.annotation("warning", message, title="cce-knowledge"), flush=True)
+        with actions.stop_commands(sys.stderr):
+            print(f"warning: {message}", file=sys.stderr, flush=True)
 
     # -- pipelines (one per action) --------------------------------------------------------
     def pipeline_run(self) -> None:
@@ -342,6 +360,11 @@ class Driver:
             ["knowledge", "extract", *argv, "--out", feed, "--manifest", manifest],
             extra,
         )
+        if proc.returncode == EXIT_RATE_LIMITED:
+            raise StepStopped(
+                "extract stopped at the source's rate limit; nothing was published this run "
+                f"(with --checkpoint the next run resumes): {err_text(proc)}"
+            )
         if proc.returncode != 0:
             raise StepFailed(f"extract failed: {err_text(proc)}")
 
