@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.sync import bare_file, clean_env, feed, index, refs
+from tests.helpers.sync import bare_file, clean_env, feed, index, refs, store_files
 from tests.helpers.sync_env import Link, SyncEnv, cli
 
 pytestmark = pytest.mark.slow
@@ -363,3 +363,74 @@ def test_lfs_object_that_is_a_fifo_never_hangs_pull(
     proc = _pull_proc(env, env.root("c2"))
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 1 and "is a FIFO, not a regular file" in err, err
+
+
+# ------------------------------------------------------------------ item 8: bad content, good checksum
+
+
+def _bad_artifacts(store_bytes: bytes) -> dict[str, tuple[bytes, str, str]]:
+    """name -> (artifact with a valid checksum, its snapshot, the expected refusal)."""
+    from cce_knowledge.store.store_file import loads
+    from cce_knowledge.sync.cck import export_cck
+
+    def art(corpus: str = "kn", **change: object) -> tuple[bytes, str]:
+        st = loads(store_bytes)
+        for k, v in change.items():
+            setattr(st, k, v)
+        return export_cck(st, corpus).data, st.snapshot
+
+    def emb(value: float) -> tuple[bytes, str]:
+        st = loads(store_bytes)
+        st.chunks[-1].embedding[3] = value
+        return export_cck(st, "kn").data, st.snapshot
+
+    def dup() -> tuple[bytes, str]:
+        st = loads(store_bytes)
+        st.chunks[1].chunk_id = st.chunks[0].chunk_id
+        return export_cck(st, "kn").data, st.snapshot
+
+    cases = {
+        "nan": (*emb(float("nan")), "an embedding holds a non-finite value (NaN or infinity)"),
+        "inf": (*emb(float("inf")), "an embedding holds a non-finite value (NaN or infinity)"),
+        "corpus": (*art("other"), "the artifact's manifest names corpus `other`, not `kn`"),
+        "contract": (*art(schema="evil/v9"), "the artifact's contract is `evil/v9`"),
+        "records": (*art(records=2**64 - 1), "record count 18446744073709551615 does not fit"),
+        "fewer-records": (*art(records=1), "the manifest says 1 records but the chunks carry 2"),
+        "duplicate-chunk": (*dup(), "appears twice"),
+        "snapshot": (*art(snapshot="0123456789abcdef"), "names snapshot `0123456789abcdef`"),
+    }
+    return {k: (a, s, why) for k, (a, s, why) in cases.items()}
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_valid_checksum_bad_content_never_replaces_a_good_store(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], native: str
+) -> None:
+    env = sync_env
+    root = env.root("p")
+    good = index(root, feed(["kn:1", ("kn:2", "Second body with words.")]))
+    assert _push(env, capsys, root)[0] == 0
+    store_bytes = (root / ".cce" / "knowledge" / f"{good}.json").read_bytes()
+    dest = env.root("c")
+    assert cli(capsys, "knowledge", "pull", "--corpus", "kn", "--remote", env.url,
+               "--dir", str(dest))[0] == 0  # fmt: skip
+    before = store_files(dest)
+    for name, (artifact, snap, why) in _bad_artifacts(store_bytes).items():
+        # Published as `current` under the key the pull asks for (the snapshot case keeps
+        # the good snapshot's key, so its manifest disagrees with it).
+        key_snap = good if name == "snapshot" else snap
+        env.seed(
+            {
+                f"{PREFIX}/{key_snap}.cck": artifact,
+                f"{PREFIX}/current": f"{key_snap}\n".encode(),
+                ".gitattributes": None,
+            },
+            message=name,
+        )
+        proc = _pull_proc(env, dest, environ={"CCE_NATIVE": native})
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, (name, out, err)
+        assert why in err and "Traceback" not in err, (name, err)
+        assert store_files(dest) == before, name
+        rc, out, err = cli(capsys, "knowledge", "search", "Second body", "--dir", str(dest))
+        assert rc == 0 and "kn:2" in out, (name, err)

@@ -285,7 +285,9 @@ def test_import_and_install_of_a_same_value_variant(tmp_path: Path) -> None:
     # A spelling the reference accepts (its checksum re-serialises): the strict path installs it.
     variant = base.replace(b'"name":"#', b'"name":"\\u0023')
     assert variant != base
-    _, path, installed = pull._import_and_install(tmp_path, "k/x.cck", variant, "c", m_snap(base))
+    _, path, installed = pull._import_and_install(
+        tmp_path, "k/x.cck", variant, "corpus", m_snap(base)
+    )
     assert path.read_bytes() == cck.strict_import_to_store_bytes(base)[1]
     assert installed == hashlib.sha256(path.read_bytes()).hexdigest()
     assert _knowledge_files(tmp_path) == [path.name, "current", "synced.json"]
@@ -301,7 +303,7 @@ def test_a_corrupt_artifact_installs_nothing(tmp_path: Path) -> None:
     at = base.index(b'"content":"') + 15
     bad = base[:at] + (b"X" if base[at : at + 1] != b"X" else b"Y") + base[at + 1 :]
     with pytest.raises(CckError, match=r"^k/x\.cck: checksum mismatch"):
-        pull._import_and_install(tmp_path, "k/x.cck", bad, "c", m_snap(base))
+        pull._import_and_install(tmp_path, "k/x.cck", bad, "corpus", m_snap(base))
     assert _knowledge_files(tmp_path) == []  # no store, no temp file, no marker, no pointer
 
 

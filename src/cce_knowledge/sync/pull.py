@@ -32,6 +32,7 @@ from cce_knowledge.store.store_file import (
 )
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.accelerator import NotCanonical, native, stream_store_parts
+from cce_knowledge.sync.artifact_check import StoreScan, check_manifest
 from cce_knowledge.sync.cck import (
     CckManifest,
     import_keyed_to_store_parts,
@@ -93,8 +94,12 @@ def install(
     store_bytes: bytes | Iterable[bytes],
     corpus_id: str,
     requested: str,
+    key: str = "",
 ) -> tuple[Path, str | None]:
-    """Write snapshot → marker → `current` → prune. Returns (path, sha256).
+    """Check → write snapshot → marker → `current` → prune. Returns (path, sha256).
+
+    The manifest and the streamed store bytes are checked (artifact_check) before the
+    snapshot file is renamed into place: a refusal leaves the installed store as it was.
 
     `installed_sha256` hashes the bytes as they are written (the same bytes a
     read-back would see, without a second pass over a large store). An exception
@@ -123,10 +128,12 @@ def install(
             todo.put(None)
             hasher.join()
 
+    check_manifest(key, manifest, corpus_id, requested)
+    scan = StoreScan(key, manifest)
     try:
         d.mkdir(parents=True, exist_ok=True)
         parts = (store_bytes,) if isinstance(store_bytes, bytes) else store_bytes
-        atomic_write_parts(path, hashed(parts), flush_early=True)
+        atomic_write_parts(path, hashed(scan.checked(parts)), flush_early=True)
     except OSError as e:
         raise SyncError(f"could not write the knowledge store under {os.fspath(root)}: {e}") from e
     installed = h.hexdigest()
@@ -178,13 +185,13 @@ def _import_and_install(
     if streamed is not None and K.is_snapshot_id(streamed[0].snapshot):
         manifest, parts = streamed
         try:
-            path, installed = install(root, manifest, parts, corpus_id, requested)
+            path, installed = install(root, manifest, parts, corpus_id, requested, key)
             return manifest, path, installed
         except NotCanonical:
             pass  # nothing was installed; the strict path decides
     manifest, store_parts = import_keyed_to_store_parts(key, bytes(data))
     _check_manifest_snapshot(key, manifest)
-    path, installed = install(root, manifest, store_parts, corpus_id, requested)
+    path, installed = install(root, manifest, store_parts, corpus_id, requested, key)
     return manifest, path, installed
 
 
