@@ -8,7 +8,7 @@ from typing import Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet
 
-_RANKINGS = ("default", "reference")
+_RANKINGS = ("default", "reference", "hybrid")
 
 
 def _positive_int(v: str) -> int:
@@ -38,8 +38,11 @@ def _add_ranking(p: argparse.ArgumentParser) -> None:
         "--ranking",
         choices=_RANKINGS,
         default=None,
-        help="default (record-level BM25F, ours) or reference (the reference engine's "
-        "hybrid ranking, byte-exact); default: knowledge.ranking in .cce/config, else default",
+        help="default (record-level BM25F, ours), reference (the reference engine's "
+        "ranking, byte-exact) or hybrid (default + an embedding model's similarity where "
+        "words fall short; needs knowledge.semantic and `cce knowledge embed`, else it "
+        "says so on stderr and ranks as default); default: knowledge.ranking in "
+        ".cce/config, else default",
     )
 
 
@@ -117,9 +120,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.dir)
     ranking = resolve_ranking(settings, args.ranking)
-    hits = Searcher(args.dir, settings).search(
-        args.query, args.top_k, ranking=ranking, min_score=args.min_score
-    )
+    searcher = Searcher(args.dir, settings)
+    try:
+        hits = searcher.search(args.query, args.top_k, ranking=ranking, min_score=args.min_score)
+    finally:
+        searcher.close()
+    if searcher.last_note:
+        print(f"note: {searcher.last_note}", file=sys.stderr)
     out = sys.stdout
     if args.json:
         from cce_knowledge.core.jsonout import pretty
@@ -156,6 +163,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from cce_knowledge.retrieval.ask import regression_message, render_human, report_json, run_ask
 
     rep = run_ask(args.suite, root=args.dir, min_score=args.min_score, ranking=args.ranking)
+    for note in rep.notes:
+        print(f"note: {note}", file=sys.stderr)
     sys.stdout.write(report_json(rep) if args.json else render_human(rep))
     if not rep.passed:
         sys.stdout.flush()

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 #: Lets pydantic take each field's docstring as its JSON Schema description.
 _SCHEMA_CONFIG: Any = {"use_attribute_docstrings": True}
 
-Ranking = Literal["default", "reference"]
+Ranking = Literal["default", "reference", "hybrid"]
 Source = Literal["code", "knowledge", "both"]
 
 DEFAULT_SECTION_TOKENS = 400
@@ -234,12 +234,12 @@ def _ranking(doc: yaml.Node | None, path: Path, warn: bool) -> Ranking | None:
         value = as_opt_str(blk.get("ranking")) if blk else None
     except WrongType:
         return None
-    if value in (None, "default", "reference"):
+    if value in (None, "default", "reference", "hybrid"):
         return value  # type: ignore[return-value]  # one of the Literal's values
     if warn:
         print(
             f"warning: {path}: knowledge.ranking: {value!r} is not one of default, "
-            "reference; using the default ranking",
+            "reference, hybrid; using the default ranking",
             file=sys.stderr,
         )
     return None

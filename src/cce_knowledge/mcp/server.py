@@ -61,7 +61,9 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
             len(out.text),
         )
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=out.text)], is_error=out.is_error
+            content=[types.TextContent(type="text", text=out.text)],
+            is_error=out.is_error,
+            meta=out.meta,
         )
 
     return Server(

@@ -140,6 +140,8 @@ def tool_definitions() -> list[dict[str, Any]]:
 class ToolOutput:
     text: str
     is_error: bool = False
+    #: Result metadata (`_meta`): e.g. why a `hybrid` search ranked as `default`.
+    meta: dict[str, Any] | None = None
 
 
 def _pos_int(v: Any) -> int | None:
@@ -275,6 +277,7 @@ class KnowledgeTools:
         ranking = _str_arg(args, "ranking")
 
         notice = None
+        meta: dict[str, Any] | None = None
         rows: list[render.BlendRow] = []
         total = 0
         if cfg.enabled:
@@ -285,7 +288,13 @@ class KnowledgeTools:
                     # The Searcher applies the ranking's floor (`knowledge.min_score`
                     # for the reference ranking) and `knowledge.ranking` when unset.
                     with self._search_lock:
-                        hits = self.searcher().search(query, top_k, ranking=ranking)
+                        searcher = self.searcher()
+                        hits = searcher.search(query, top_k, ranking=ranking)
+                        if searcher.last_note:
+                            meta = {
+                                "cce/ranking": "default",
+                                "cce/ranking_note": searcher.last_note,
+                            }
                 except UsageError as e:
                     return ToolOutput(f"context_search: {e.message}", True)
                 except StoreError as e:
@@ -302,7 +311,7 @@ class KnowledgeTools:
         text = render.render_blend(
             rows, top_k=top_k, total_chunks=total, detail=detail, max_tokens=max_tokens
         )
-        return ToolOutput(render.with_notice(notice, text))
+        return ToolOutput(render.with_notice(notice, text), meta=meta)
 
     @staticmethod
     def _row(hit: Any) -> render.BlendRow:

@@ -1,10 +1,13 @@
 """Knowledge retrieval: the public API used by the CLI, `ask` and the MCP server.
 
-Two rankings:
+Three rankings:
 - ``reference`` — the reference engine's hybrid retrieval, byte-exact
   (docs/spec/core.md §6-§7);
 - ``default`` — ours: record-level BM25F with field weights, identifier sub-words and
-  light stemming (see docs/ranking.md for why it differs and what it scores).
+  light stemming (see docs/ranking.md for why it differs and what it scores);
+- ``hybrid`` — the default fused with an embedding model's similarity where the
+  lexical evidence is weak (semantic/hybrid.py); it needs a root with vectors and
+  falls back to ``default`` (with a note) when they or the provider are missing.
 
 Both apply the staleness rules: `state_reason` exactly ``not_planned``/``wontfix``
 never surfaces; equal scores break ties newest ``updated_at`` first, then chunk id.
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from cce_knowledge.config.settings import Settings
     from cce_knowledge.store.store_file import KnowledgeStore
 
-RANKINGS = ("default", "reference")
+RANKINGS = ("default", "reference", "hybrid")
 
 #: The reference ranking's floor (`knowledge.min_score` default, docs/spec/core.md §10.1).
 REFERENCE_MIN_SCORE = 0.30
@@ -82,6 +85,8 @@ def search_knowledge(
 ) -> list[Hit]:
     """Rank the store's chunks for `query` (straightforward in-memory path)."""
     check_ranking(ranking)
+    # `hybrid` needs a root's vectors and provider: a bare store ranks as `default`
+    # (Searcher.search serves hybrid and says when it falls back).
     if ranking == "reference":
         from cce_knowledge.retrieval.reference import reference_search
 

@@ -47,6 +47,8 @@ class AskReport:
     mrr: float
     f1: float
     proven: int
+    #: Why `hybrid` ranked as `default` (stderr only: the JSON report is unchanged).
+    notes: tuple[str, ...] = ()
 
     @property
     def queries(self) -> int:
@@ -120,6 +122,7 @@ def run_ask(
 
     settings = None if root is None else load_settings(root)
     rk = check_ranking(ranking) if ranking is not None else resolve_ranking(settings, None)
+    notes: list[str] = []
 
     if root is not None:
         from cce_knowledge.retrieval.searcher import Searcher
@@ -150,7 +153,10 @@ def run_ask(
             min_score = configured_min_score(settings, rk)
 
         def run(query: str, k: int, floor: float) -> list[Hit]:
-            return searcher.search(query, k, ranking=rk, min_score=floor)
+            hits = searcher.search(query, k, ranking=rk, min_score=floor)
+            if searcher.last_note and searcher.last_note not in notes:
+                notes.append(searcher.last_note)
+            return hits
     else:
         if suite.corpus is None:
             raise CceError(
@@ -169,7 +175,12 @@ def run_ask(
         if min_score is None:
             min_score = default_min_score(rk)
         model = None
-        if rk == "default":
+        if rk == "hybrid":
+            notes.append(
+                "hybrid ranking unavailable (it needs an installed store with vectors: "
+                "pass --dir); showing the default ranking"
+            )
+        if rk in ("default", "hybrid"):
             from cce_knowledge.retrieval.default import build_model
 
             model = build_model(store.chunks)
@@ -193,6 +204,7 @@ def run_ask(
         mrr=_mean([r.mrr for r in results]),
         f1=_mean([r.f1 for r in results]),
         proven=sum(1 for r in results if r.proven),
+        notes=tuple(notes),
     )
 
 

@@ -447,6 +447,15 @@ class FastIndex:
     def search_default(self, query: str, top_k: int, min_score: float) -> list[Hit]:
         from cce_knowledge.retrieval.reference import finish_hits
 
+        pairs = [(self.chunk(c), f) for _r, c, f in self.default_ranked(query, top_k, min_score)]
+        return finish_hits(pairs, top_k)
+
+    def default_ranked(
+        self, query: str, top_k: int, min_score: float
+    ) -> list[tuple[int, int, float]]:
+        """(record, cited chunk, final score) of the default ranking's candidates for the
+        top k (unsorted; ties at the cut included). `search_default` sorts and cuts them;
+        the hybrid ranking fuses them with vector similarity."""
         if not rs_trim(query) or top_k <= 0 or self.n_records == 0:
             return []
         qterms = query_terms(query)
@@ -505,12 +514,12 @@ class FastIndex:
             kth_raw = heapq.nlargest(top_k, [sc for _, sc in finals])[-1]
             kth = score_key(kth_raw)
             finals = [(r, sc) for r, sc in finals if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
-        pairs = []
+        out = []
         for r, f in finals:
             got = best_of.get(r)
             c = self._sections(r, secs, ws, False)[0] if got is None else got
-            pairs.append((self.chunk(c), f))
-        return finish_hits(pairs, top_k)
+            out.append((r, c, f))
+        return out
 
     def _accumulate_np(
         self, tids: list[int], ws: list[float], total: float, keep: int

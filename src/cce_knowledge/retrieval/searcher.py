@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError
@@ -49,6 +49,9 @@ class Searcher:
         self._index: FastIndex | None = None
         self._store: KnowledgeStore | None = None
         self._loaded_sig: tuple[str, int, int] | None = None
+        self._hybrid: Any = None
+        #: Why the last `hybrid` search fell back to the default ranking (None: it did not).
+        self.last_note: str | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
@@ -107,7 +110,32 @@ class Searcher:
         idx = self.index()
         if idx is None:
             raise StoreError(_no_store(self.root))
+        self.last_note = None
+        if rk == "hybrid":
+            return self._search_hybrid(idx, query, top_k, floor)
         return idx.search(query, top_k, floor, ranking=rk)
+
+    def _search_hybrid(self, idx: FastIndex, query: str, top_k: int, floor: float) -> list[Hit]:
+        from cce_knowledge.config.reader import load_semantic_config
+        from cce_knowledge.core.errors import ConfigError
+        from cce_knowledge.semantic.hybrid import HybridState, hybrid_search
+
+        if self._hybrid is None:
+            self._hybrid = HybridState()
+        try:
+            cfg = load_semantic_config(self.root)
+        except ConfigError as e:
+            self.last_note = (
+                f"hybrid ranking unavailable ({e.message}); showing the default ranking"
+            )
+            return idx.search_default(query, top_k, floor)
+        hits, self.last_note = hybrid_search(self.root, idx, cfg, self._hybrid, query, top_k, floor)
+        return hits
+
+    def close(self) -> None:
+        """Release the hybrid ranking's provider connection (if any)."""
+        if self._hybrid is not None:
+            self._hybrid.close()
 
 
 def _no_store(root: str | os.PathLike[str]) -> str:

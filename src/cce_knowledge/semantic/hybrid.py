@@ -1,0 +1,224 @@
+"""`--ranking hybrid`: the default ranking, with vector similarity where words fall short.
+
+Every fixed-weight fusion of a dense model with a good lexical ranking moves exact
+matches down from rank 1. So the weight of the vectors depends on how sure the
+lexical side is: its best score `f1` (the share of the query's idf mass the best
+record covers, re-ranked; docs/ranking.md) is the confidence. With `f1 ≥ TAU` the
+order is the default's; below it the dense side gets up to ALPHA of the weight:
+
+    w      = ALPHA · (1 − min(1, f1 / TAU))
+    lex(r) = f(r) / f1                        (0 outside the default's LEX_POOL best)
+    vec(r) = clip((cos(r) − cos_K) / (cos_1 − cos_K), 0, 1)
+             cos(r) = the record's best chunk cosine; cos_1, cos_K = the best and the
+             DENSE_POOL-th best record cosine
+    score  = (lex(r) + w · vec(r)) / (1 + w)
+
+Candidates are the union of both pools; a hit cites the default ranking's best
+section of its record, or the record's nearest chunk when only the vectors found it.
+The constants were chosen on the development suites only (docs/ranking.md#hybrid).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cce_knowledge.semantic.textprep import cut_utf8, is_binary
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cce_knowledge.config.reader import SemanticConfig
+    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.search_index import FastIndex
+    from cce_knowledge.semantic.provider import Provider
+    from cce_knowledge.semantic.vectors import VectorFile
+
+
+@dataclass(frozen=True)
+class Fusion:
+    lex_pool: int = 30
+    dense_pool: int = 30
+    alpha: float = 1.0
+    tau: float = 0.6
+
+
+FUSION = Fusion()
+
+
+def dense_records(
+    cos: np.ndarray, rec_ptr: np.ndarray, present: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: the best cosine over its chunks that have a vector (-inf: none) and
+    that chunk's index."""
+    import numpy as np
+
+    c = np.where(present, cos, -np.inf).astype(np.float64)
+    starts = rec_ptr[:-1]
+    best = np.maximum.reduceat(c, starts)
+    # The first chunk reaching the record's best (store order breaks ties).
+    rec_of = np.repeat(np.arange(len(starts)), np.diff(rec_ptr))
+    is_best = c == best[rec_of]
+    idx = np.flatnonzero(is_best)
+    first = np.full(len(starts), -1, dtype=np.int64)
+    # reversed assignment leaves the smallest index per record
+    first[rec_of[idx[::-1]]] = idx[::-1]
+    return best, first
+
+
+def fuse(
+    lex: list[tuple[int, int, float]],
+    rec_cos: np.ndarray,
+    rec_arg: np.ndarray,
+    fusion: Fusion = FUSION,
+) -> list[tuple[int, int, float]]:
+    """(record, cited chunk, hybrid score) of every candidate (unsorted)."""
+    import numpy as np
+
+    lex = heapq.nlargest(fusion.lex_pool, lex, key=lambda t: t[2])
+    f1 = lex[0][2] if lex else 0.0
+    finite = np.isfinite(rec_cos)
+    n_dense = int(finite.sum())
+    cand: dict[int, int] = {r: c for r, c, _f in lex}
+    lex_of = {r: f for r, _c, f in lex}
+    vec: dict[int, float] = {}
+    if n_dense:
+        k = min(fusion.dense_pool, n_dense)
+        vals = np.where(finite, rec_cos, -np.inf)
+        top = np.argpartition(-vals, k - 1)[:k]
+        cos1 = float(vals[top].max())
+        cosk = float(vals[top].min())
+        span = cos1 - cosk
+        for r in top.tolist():
+            cand.setdefault(r, int(rec_arg[r]))
+        for r in cand:
+            x = float(rec_cos[r])
+            if not math.isfinite(x):
+                continue
+            v = (x - cosk) / span if span > 0 else (1.0 if x >= cos1 else 0.0)
+            vec[r] = min(1.0, max(0.0, v))
+    conf = min(1.0, f1 / fusion.tau) if fusion.tau > 0 else 1.0
+    w = fusion.alpha * (1.0 - conf)
+    out = []
+    for r, c in cand.items():
+        lx = lex_of.get(r, 0.0) / f1 if f1 > 0 else 0.0
+        out.append((r, c, (lx + w * vec.get(r, 0.0)) / (1.0 + w)))
+    return out
+
+
+class HybridState:
+    """What a long-lived searcher keeps between hybrid queries: the mapped vectors of the
+    active snapshot and the provider (its connection stays open)."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, str, str, int] | None = None
+        self.vf: VectorFile | None = None
+        self.present: Any = None
+        self.rec_ptr: Any = None
+        self.provider: Provider | None = None
+        self.provider_cfg: SemanticConfig | None = None
+        self.missing_reason: str | None = None
+
+    def close(self) -> None:
+        if self.provider is not None:
+            self.provider.close()
+            self.provider = None
+
+
+def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticConfig) -> str | None:
+    """Map the vectors for idx's snapshot and cfg's model; a reason when unusable."""
+    import numpy as np
+
+    from cce_knowledge.core.errors import StoreError
+    from cce_knowledge.semantic.build import layout_key
+    from cce_knowledge.semantic.vectors import VectorFile, vectors_path
+
+    path = vectors_path(root, idx.snapshot, cfg.model)
+    try:
+        st = path.stat()
+    except OSError:
+        return f"no vectors for model {cfg.model} — run `cce knowledge embed`"
+    key = (str(path), cfg.model, idx.snapshot, st.st_mtime_ns)
+    if state.key == key:
+        return state.missing_reason
+    state.key, state.vf, state.missing_reason = key, None, None
+    try:
+        vf = VectorFile.open(path)
+    except StoreError as e:
+        state.missing_reason = f"{e.message} — run `cce knowledge embed`"
+        return state.missing_reason
+    m = vf.meta
+    if m.model != cfg.model or m.count != idx.n_chunks or m.layout != layout_key():
+        state.missing_reason = "vectors do not match the store — run `cce knowledge embed`"
+        return state.missing_reason
+    keys = np.frombuffer(vf.keys, dtype=np.uint8).reshape(m.count, 32)
+    present = keys.any(axis=1) if m.count else np.zeros(0, dtype=bool)
+    if not present.any():
+        state.missing_reason = "no chunk has a vector yet — run `cce knowledge embed`"
+        return state.missing_reason
+    state.vf = vf
+    state.present = present
+    state.rec_ptr = np.frombuffer(idx.rec_chunk_ptr, dtype=np.int64)
+    return None
+
+
+def hybrid_search(
+    root: Any,
+    idx: FastIndex,
+    cfg: SemanticConfig | None,
+    state: HybridState,
+    query: str,
+    top_k: int,
+    min_score: float,
+    fusion: Fusion = FUSION,
+) -> tuple[list[Hit], str | None]:
+    """Hybrid hits, or the default ranking's hits and the reason it fell back."""
+    import numpy as np
+
+    from cce_knowledge.core.rustcompat import rs_trim
+    from cce_knowledge.retrieval.reference import finish_hits
+    from cce_knowledge.semantic.provider import Provider, ProviderError
+
+    def fallback(why: str) -> tuple[list[Hit], str]:
+        return idx.search_default(query, top_k, min_score), (
+            f"hybrid ranking unavailable ({why}); showing the default ranking"
+        )
+
+    if not rs_trim(query) or top_k <= 0 or idx.n_records == 0:
+        return [], None
+    if cfg is None:
+        return fallback("no embedding provider configured (knowledge.semantic)")
+    why = _load(state, root, idx, cfg)
+    if why is not None:
+        return fallback(why)
+    assert state.vf is not None
+    if is_binary(query):
+        return fallback("the query is not valid text")
+    if state.provider is None or state.provider_cfg != cfg:
+        state.close()
+        state.provider, state.provider_cfg = Provider(cfg), cfg
+    try:
+        qv = state.provider.embed([cut_utf8(query)])[0]
+    except ProviderError as e:
+        return fallback(f"embedding the query failed: {e.message}")
+    if len(qv) != state.vf.meta.dim:
+        return fallback(
+            f"{cfg.model} answered {len(qv)} dimensions, the vectors have {state.vf.meta.dim}"
+            " — run `cce knowledge embed --rebuild`"
+        )
+    q = np.asarray(qv, dtype=np.float64)
+    n = float(np.sqrt(q @ q))
+    if not n > 0:
+        return fallback("the query's vector is zero")
+    cos = state.vf.matrix @ (q / n).astype(np.float32)
+    rec_cos, rec_arg = dense_records(cos, state.rec_ptr, state.present)
+    lex = idx.default_ranked(query, max(fusion.lex_pool, top_k), 0.0)
+    fused = fuse(lex, rec_cos, rec_arg, fusion)
+    kept = [(c, s) for _r, c, s in fused if not s < min_score]
+    if len(kept) > top_k:
+        # Only scores that can tie the k-th at 6 decimals need their chunk read.
+        kth = heapq.nlargest(top_k, [s for _c, s in kept])[-1]
+        kept = [(c, s) for c, s in kept if s >= kth - 2e-6]
+    return finish_hits([(idx.chunk(c), s) for c, s in kept], top_k), None

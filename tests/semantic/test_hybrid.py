@@ -1,0 +1,178 @@
+"""`--ranking hybrid`: fusion, fallbacks, and the other rankings left untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from cce_knowledge.cli.main import main
+from cce_knowledge.retrieval.searcher import Searcher
+from cce_knowledge.semantic.hybrid import Fusion, dense_records, fuse
+from cce_knowledge.store.store_file import load_current
+from tests.helpers.embed_server import EmbedServer
+
+from .conftest import write_config
+
+QUERIES = [
+    "idempotency keys for checkout retries",
+    "why do we use postgres",
+    "rate limiting bots on the coupon endpoint",
+    "what happens when the payment provider is down",
+]
+
+
+def _search(
+    root: Path, q: str, ranking: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[str, str]:
+    capsys.readouterr()
+    rc = main(["knowledge", "search", q, "--dir", str(root), "--ranking", ranking, "--json"])
+    out = capsys.readouterr()
+    assert rc == 0
+    return out.out, out.err
+
+
+@pytest.fixture
+def embedded(tmp_path: Path, server: EmbedServer) -> Path:
+    root = tmp_path / "sem"
+    write_config(root, "ollama", server.url)
+    from .conftest import index
+
+    assert index(root) == 0
+    assert server.requests
+    return root
+
+
+def test_hybrid_answers_and_cites_true_lines(
+    embedded: Path, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chunks = {c.chunk_id: c for c in load_current(embedded).chunks}
+    for q in QUERIES:
+        n0 = len(server.requests)
+        out, err = _search(embedded, q, "hybrid", capsys)
+        assert err == ""
+        hits = json.loads(out)
+        assert hits
+        assert len(server.requests) == n0 + 1  # the query: one request
+        assert server.requests[-1]["input"] == [q]
+        for h in hits:
+            c = chunks[h["chunk_id"]]
+            assert h["lines"] == [c.start_line, c.end_line] and h["record_id"] == c.record_id
+
+
+def test_default_and_reference_unchanged_by_semantic(
+    embedded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .conftest import index
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert index(plain) == 0
+    for q in QUERIES:
+        for rk in ("default", "reference"):
+            assert _search(embedded, q, rk, capsys) == _search(plain, q, rk, capsys)
+
+
+def test_fallbacks_say_why_and_exit_0(
+    embedded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .conftest import index
+
+    q = QUERIES[0]
+    want, _ = _search(embedded, q, "default", capsys)
+    # Provider down at query time.
+    write_config(embedded, "ollama", "http://127.0.0.1:9")
+    out, err = _search(embedded, q, "hybrid", capsys)
+    assert out == want and "note: hybrid ranking unavailable" in err and "unreachable" in err
+    # No provider configured.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert index(plain) == 0
+    out, err = _search(plain, q, "hybrid", capsys)
+    assert out == want and "knowledge.semantic" in err
+    # Provider configured, vectors missing.
+    write_config(plain, "ollama", "http://127.0.0.1:9", model="other")
+    out, err = _search(plain, q, "hybrid", capsys)
+    assert out == want and "cce knowledge embed" in err
+
+
+def test_ranking_from_config(
+    embedded: Path, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = (embedded / ".cce" / "config").read_text()
+    (embedded / ".cce" / "config").write_text(cfg + "  ranking: hybrid\n")
+    n0 = len(server.requests)
+    capsys.readouterr()
+    assert main(["knowledge", "search", QUERIES[1], "--dir", str(embedded)]) == 0
+    assert len(server.requests) == n0 + 1
+
+
+def test_ask_hybrid(embedded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "s.ask.jsonl"
+    suite.write_text(
+        '{"schema": "cce.knowledge.ask/v1"}\n'
+        '{"id": "pg", "query": "why do we use postgres", "expect": ["docs:adr/0001-use-postgres.md"], "k": 5}\n'
+    )
+    assert (
+        main(["knowledge", "ask", str(suite), "--dir", str(embedded), "--ranking", "hybrid"]) == 0
+    )
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_fusion_keeps_a_confident_lexical_order() -> None:
+    lex = [(0, 0, 0.9), (1, 1, 0.5), (2, 2, 0.3)]
+    cos = np.array([0.1, 0.2, 0.3, 0.95])  # record 3 is the nearest by far
+    arg = np.arange(4)
+    fused = fuse(lex, cos, arg, Fusion(alpha=1.0, tau=0.6))
+    order = [r for r, _c, s in sorted(fused, key=lambda t: -t[2]) if s > 0]
+    assert order == [0, 1, 2]
+    # Weak lexical evidence: the vectors pull record 3 up.
+    weak = [(0, 0, 0.12), (1, 1, 0.1), (2, 2, 0.08)]
+    fused = fuse(weak, cos, arg, Fusion(alpha=2.0, tau=0.6))
+    assert max(fused, key=lambda t: t[2])[0] == 3
+
+
+def test_dense_records_best_chunk_and_missing_rows() -> None:
+    cos = np.array([0.1, 0.5, 0.5, 0.9, 0.2], dtype=np.float32)
+    ptr = np.array([0, 3, 5])
+    present = np.array([True, True, True, False, True])
+    best, first = dense_records(cos, ptr, present)
+    assert best.tolist() == pytest.approx([0.5, 0.2]) and first.tolist() == [1, 4]
+
+
+def test_searcher_without_semantic_block_is_unchanged(indexed: Path) -> None:
+    s = Searcher(indexed)
+    hits = s.search(QUERIES[0], 5, ranking="hybrid")
+    assert s.last_note is not None and [h.chunk_id for h in hits] == [
+        h.chunk_id for h in s.search(QUERIES[0], 5, ranking="default")
+    ]
+
+
+def test_mcp_context_search_hybrid_note_in_meta(indexed: Path) -> None:
+    from mcp.client import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def run() -> None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "cce_knowledge", "mcp", "--dir", str(indexed)],
+            env={"CCE_HOME": str(indexed.parent / "home"), "PATH": os.environ.get("PATH", "")},
+        )
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                res = await s.call_tool(
+                    "context_search", {"query": QUERIES[0], "ranking": "hybrid"}
+                )
+                assert not res.is_error and res.content[0].text
+                assert res.meta is not None and "knowledge.semantic" in res.meta["cce/ranking_note"]
+                plain = await s.call_tool("context_search", {"query": QUERIES[0]})
+                assert plain.meta is None
+                assert plain.content[0].text == res.content[0].text
+
+    anyio.run(run)
