@@ -52,7 +52,9 @@ class Bert:
     def _ln(self, x: np.ndarray, name: str) -> np.ndarray:
         mu = x.mean(-1, keepdims=True)
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + self.eps) * self.w[name + ".weight"] + self.w[name + ".bias"]
+        return (x - mu) / np.sqrt(var + self.eps) * self.w[name + ".weight"] + self.w[
+            name + ".bias"
+        ]
 
     def _lin(self, x: np.ndarray, name: str) -> np.ndarray:
         # One 2-D product (a batched 3-D matmul is ~10x slower in numpy).
@@ -83,7 +85,9 @@ class Bert:
             s = np.exp(s - s.max(-1, keepdims=True))
             s /= s.sum(-1, keepdims=True)
             ctx = (s @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
-            x = self._ln(self._lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+            x = self._ln(
+                self._lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm"
+            )
             inter = self._lin(x, p + "intermediate.dense")
             inter = 0.5 * inter * (1.0 + _erf(inter / math.sqrt(2.0)))
             x = self._ln(self._lin(inter, p + "output.dense") + x, p + "output.LayerNorm")
@@ -116,7 +120,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     sign = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
 
 
@@ -166,7 +172,9 @@ def handler(model: Bert, stats: Stats) -> type[BaseHTTPRequestHandler]:
             if self.path == "/api/embed":
                 self._send(200, {"model": name, "embeddings": vecs})
             elif self.path in ("/v1/embeddings", "/embeddings"):
-                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)
+                ]
                 self._send(200, {"object": "list", "model": name, "data": data})
             else:
                 self._send(404, {"error": "not found"})
@@ -189,7 +197,9 @@ def check(model_dir: Path, model: Bert) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("--port", type=int, default=11434)
     ap.add_argument("--max-tokens", type=int, default=256, help="truncate inputs to N word pieces")

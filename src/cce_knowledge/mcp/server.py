@@ -63,7 +63,7 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=out.text)],
             is_error=out.is_error,
-            meta=out.meta,
+            _meta=out.meta,
         )
 
     return Server(
