@@ -10,12 +10,14 @@ import json
 from typing import Any
 
 from cce_knowledge.config.settings import Settings
+from cce_knowledge.contract.schemas import SCHEMA_BASE_URI, SCHEMA_FILES
 
-SCHEMA_ID = "https://cce-knowledge.dev/schemas/cce.config.schema.json"
-SCHEMA_FILE = "cce.config.schema.json"
+SCHEMA_FILE = SCHEMA_FILES["cce.config"]
+SCHEMA_ID = SCHEMA_BASE_URI + SCHEMA_FILE
 
 
 def config_json_schema() -> dict[str, Any]:
+    # Lazy: pydantic costs ~80 ms; only the schema tool and its test need it.
     from pydantic import TypeAdapter
 
     schema = TypeAdapter(Settings).json_schema(mode="validation")
