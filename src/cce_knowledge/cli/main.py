@@ -107,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return int(rc or 0)
     except CceError as e:
+        # Lazy: the error path only; sync.remote's import is not free on every start.
         from cce_knowledge.sync.remote import remove_secrets
 
         sys.stdout.flush()

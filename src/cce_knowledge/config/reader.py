@@ -29,6 +29,7 @@ else:
         and the import costs ~15 ms of every cold start."""
 
         def __getattr__(self, name: str) -> Any:
+            # Lazy: PyYAML costs ~15 ms; only a present config file needs it.
             import yaml as real
 
             return getattr(real, name)

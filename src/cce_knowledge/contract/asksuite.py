@@ -14,7 +14,7 @@ from typing import Any
 
 from cce_knowledge.contract.jsonparse import ScanError, format_path, scan_value
 from cce_knowledge.core.errors import ContractError
-from cce_knowledge.core.rustcompat import rs_is_blank, rs_lines, rust_debug_str
+from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines, rust_debug_str
 
 ASK_SCHEMA_ID = "cce.knowledge.ask/v1"
 ASK_REPORT_SCHEMA_ID = "cce.knowledge.ask.report/v1"
@@ -165,8 +165,6 @@ def parse_suite(text: str) -> AskSuite:
 
 def read_suite(path: str | Path) -> str:
     """Read a suite file as UTF-8: `could not read suite {path}: {io error}`."""
-    from cce_knowledge.core.rustcompat import io_error_text
-
     try:
         raw = Path(path).read_bytes()
     except OSError as e:

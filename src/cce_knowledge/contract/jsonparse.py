@@ -13,6 +13,7 @@ falls back here when a line is wrong or the fast path cannot decide.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -61,8 +62,6 @@ def format_path(path: list[PathItem] | tuple[PathItem, ...]) -> str:
 
 
 def _json_quote(s: str) -> str:
-    import json
-
     return json.dumps(s, ensure_ascii=False)
 
 

@@ -21,7 +21,7 @@ from cce_knowledge.contract.jsonparse import (
     scan_struct,
 )
 from cce_knowledge.core.errors import ContractError
-from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.core.rustcompat import ascii_lower, io_error_text, rs_trim, rust_debug_str
 
 FEED_MANIFEST_SCHEMA_ID = "cce.feed-manifest/v1"
 
@@ -79,8 +79,6 @@ def parse_manifest(text: str) -> FeedManifest:
 
 def read_manifest(path: str | os.PathLike[str]) -> FeedManifest:
     """Read and parse a sidecar: `could not read feed manifest {path}: {io}`."""
-    from cce_knowledge.core.rustcompat import io_error_text
-
     shown = os.fspath(path)
     try:
         raw = Path(path).read_bytes()

@@ -252,6 +252,7 @@ class Task:
 
 
 def _make_bar(desc: str, total: int | None, unit: str, st: ProgressSettings) -> Any:
+    # Lazy: tqdm costs ~20-60 ms; only a drawn bar needs it.
     from tqdm import tqdm
 
     kw: dict[str, Any] = {

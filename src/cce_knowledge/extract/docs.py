@@ -102,6 +102,7 @@ def checkout(opts: DocsOptions) -> Iterator[tuple[Path, str | None]]:
             raise ExtractError(f"--root {opts.root}: not a directory")
         yield root, None
         return
+    # Lazy: GitPython costs ~60-130 ms; only a docs tree inside a git work tree needs it.
     import git
 
     assert opts.repo is not None

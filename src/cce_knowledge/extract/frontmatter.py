@@ -6,6 +6,7 @@ Input text is already LF-normalised with any BOM removed. Frontmatter is a first
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +138,6 @@ def meta_list(meta: dict[str, Any], *keys: str) -> list[str]:
 
 def format_scalar(v: Any) -> str:
     """YAML scalars as text; timestamps become ISO-8601 UTC `…Z`."""
-    import datetime as dt
 
     if isinstance(v, bool):
         return "true" if v else "false"

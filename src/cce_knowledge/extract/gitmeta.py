@@ -71,6 +71,7 @@ def web_url(remote: str | None) -> str | None:
 
 def git_info(root: Path, *, remote_url: str | None = None) -> GitInfo | None:
     """Metadata for the work tree holding `root`, or None if it is not in one."""
+    # Lazy: GitPython costs ~60-130 ms; only called for a work tree.
     import git
 
     try:

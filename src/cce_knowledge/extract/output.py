@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from cce_knowledge.contract.manifest import build_manifest
+from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import ExtractError
@@ -16,8 +18,6 @@ from cce_knowledge.core.errors import ExtractError
 
 def self_check(data: bytes, expected: int) -> list[KnowledgeRecord]:
     """Parse our own output with the contract parser; a failure is our bug, said plainly."""
-    from cce_knowledge.contract.ndjson import parse_feed
-
     try:
         parsed = parse_feed(data.decode("utf-8"))
     except Exception as e:  # the contract parser's own error names the line
@@ -30,8 +30,6 @@ def self_check(data: bytes, expected: int) -> list[KnowledgeRecord]:
 
 
 def manifest_bytes(data: bytes, records: list[KnowledgeRecord]) -> bytes:
-    from cce_knowledge.contract.manifest import build_manifest
-
     return build_manifest(data, len(records))
 
 

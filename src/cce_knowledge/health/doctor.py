@@ -18,13 +18,16 @@ from pathlib import Path
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
+from cce_knowledge.engine.redactor import redact as redact_secrets
 from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
+from cce_knowledge.retrieval import search_index_status
 from cce_knowledge.store.store_file import (
     KnowledgeStore,
     knowledge_dir,
     load_current,
     no_store_message,
 )
+from cce_knowledge.sync.accelerator import native
 from cce_knowledge.sync.marker import read_marker_lenient
 
 DOCTOR_FAILED = "doctor found definite corruption or config drift (see above)"
@@ -154,8 +157,6 @@ def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
     Advisory only — search rebuilds it on demand — but a missing or stale one
     makes the first query after a pull or re-index pay the whole build.
     """
-    from cce_knowledge.retrieval import search_index_status
-
     try:
         state = search_index_status(root)
     except Exception as e:  # the derived index is rebuildable: never a failure
@@ -179,8 +180,6 @@ def _native_check(r: Report) -> None:
     """Ours (additive): say so when pulls and pushes run without the C accelerator.
 
     Silent when it is active, so a healthy install prints what the reference prints."""
-    from cce_knowledge.sync.accelerator import native
-
     if native() is not None:
         return
     if os.environ.get("CCE_NATIVE", "1") == "0":
@@ -229,9 +228,7 @@ def run_doctor(
 ) -> DoctorOutcome:
     """The whole report. Raises StoreError (exit 1) only when there is nothing to check."""
     if redact is None:
-        from cce_knowledge.engine.redactor import redact as _redact
-
-        redact = _redact
+        redact = redact_secrets
     shown = os.fspath(root)
     rootp = Path(shown)
     if not rootp.is_dir():

@@ -9,6 +9,7 @@ error and never as a hang.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -19,14 +20,19 @@ from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
+from cce_knowledge.engine.redactor import redact
 from cce_knowledge.store.store_file import read_current, store_path
+from cce_knowledge.store.view import open_view
+from cce_knowledge.sync import keys
 from cce_knowledge.sync.marker import (
     SyncMarker,
     active_snapshot,
     file_sha256,
     read_marker_lenient,
+    read_pulled_from,
     stale_marker,
 )
+from cce_knowledge.sync.remote import make_remote
 
 #: Default bound on one remote lookup (a clone/fetch of the cache repo).
 DEFAULT_REMOTE_TIMEOUT = 8.0
@@ -53,25 +59,14 @@ class RemoteInfo:
 def strip_credentials(url: str) -> str:
     """A remote URL fit to print (`urls.display_url`), with any secret-shaped rest
     (a token in the path) redacted too."""
-    return _redact(display_url(url))
-
-
-def _redact(text: str) -> str:
-    try:
-        from cce_knowledge.engine.redactor import redact
-    except ImportError:  # engine not installed yet in a partial checkout
-        return text
-    return redact(text)
+    return redact(display_url(url))
 
 
 def _read_remote(remote: str, corpus_id: str) -> RemoteInfo:
     """One synchronous lookup through the sync layer's git cache (may clone/fetch)."""
     os.environ.setdefault("GIT_TERMINAL_PROMPT", "0")  # never wait on a password prompt
-    import json
-
-    from cce_knowledge.sync import keys
+    # Lazy: GitPython costs ~60 ms of every `status`, and --offline never needs it.
     from cce_knowledge.sync.gitcache import open_cache
-    from cce_knowledge.sync.remote import make_remote
 
     pushed_at = None
     with open_cache(make_remote(remote)) as cache:
@@ -183,8 +178,6 @@ class StoreFacts:
 def store_facts(root: str | os.PathLike[str]) -> StoreFacts:
     """Facts of the active store, read by mapping the file instead of parsing all of it
     (a 100k-record store is most of a gigabyte). Raises StoreError like `load_current`."""
-    from cce_knowledge.store.view import open_view
-
     try:
         view = open_view(store_path(root, read_current(root)))
         return StoreFacts(
@@ -238,8 +231,6 @@ def resolve_status_remote(
     remote_override: str | None = None,
 ) -> tuple[str | None, str | None]:
     """(remote, corpus_id) for the freshness lookup, §7.1 rules; either may be None."""
-    from cce_knowledge.sync.marker import read_pulled_from
-
     ks = settings.knowledge.sync
     remote = remote_override or ks.remote or settings.sync.remote
     corpus = marker.corpus_id if marker is not None else ks.corpus_id

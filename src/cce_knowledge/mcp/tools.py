@@ -24,7 +24,15 @@ from cce_knowledge.config.reader import config_path
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError, UsageError
 from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.engine.redactor import redact
+from cce_knowledge.health.status import (
+    REMOTE_CACHE_SECONDS,
+    StoreFacts,
+    try_knowledge_status,
+)
 from cce_knowledge.mcp import render
+from cce_knowledge.retrieval import provenance_line
+from cce_knowledge.retrieval.searcher import Searcher
 from cce_knowledge.store.store_file import store_path
 from cce_knowledge.store.view import Signature, StoreView, current_signature, open_view
 
@@ -209,8 +217,6 @@ class KnowledgeTools:
 
     def searcher(self) -> Any:
         if self._searcher is None:
-            from cce_knowledge.retrieval.searcher import Searcher
-
             self._searcher = Searcher(self.root, self.settings)
         return self._searcher
 
@@ -247,8 +253,6 @@ class KnowledgeTools:
     def display(self, record_id: str) -> str:
         """Record ids are shown redacted (they stay raw at rest: they are addresses)."""
         if self._redact is None:
-            from cce_knowledge.engine.redactor import redact
-
             self._redact = redact
         out: str = self._redact(record_id)
         return out
@@ -315,8 +319,6 @@ class KnowledgeTools:
 
     @staticmethod
     def _row(hit: Any) -> render.BlendRow:
-        from cce_knowledge.retrieval import provenance_line
-
         return render.BlendRow(
             score=hit.score,
             chunk_id=hit.chunk_id,
@@ -402,12 +404,6 @@ class KnowledgeTools:
     # ------------------------------------------------------------ index_status
 
     def index_status(self, args: dict[str, Any] | None = None) -> ToolOutput:
-        from cce_knowledge.health.status import (
-            REMOTE_CACHE_SECONDS,
-            StoreFacts,
-            try_knowledge_status,
-        )
-
         text = render.not_indexed_status(str(self.root.absolute() / ".cce" / "knowledge"))
         view, _ = self.knowledge()
         if view is None or self._scanned(view) is None:

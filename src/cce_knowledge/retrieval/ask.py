@@ -12,11 +12,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cce_knowledge.config.settings import load_settings
+from cce_knowledge.contract.asksuite import parse_suite
 from cce_knowledge.core.errors import CceError, StoreError
+from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import format6, io_error_text
+from cce_knowledge.retrieval import (
+    check_ranking,
+    configured_min_score,
+    default_min_score,
+    resolve_ranking,
+    search_knowledge,
+)
+from cce_knowledge.retrieval.default import build_model, search_model
+from cce_knowledge.retrieval.searcher import Searcher
+from cce_knowledge.store.store_file import (
+    display_dir,
+    knowledge_dir,
+    load_current,
+    no_store_message,
+    store_present,
+)
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.hits import Hit
 
 F64_EPSILON = 2.220446049250313e-16
 REPORT_SCHEMA = "cce.knowledge.ask.report/v1"
@@ -106,10 +125,6 @@ def run_ask(
     min_score: float | None = None,
     ranking: str | None = None,
 ) -> AskReport:
-    from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.contract.asksuite import parse_suite
-    from cce_knowledge.retrieval import check_ranking, default_min_score, resolve_ranking
-
     try:
         text = Path(suite_path).read_bytes().decode("utf-8")
     except OSError as e:
@@ -125,15 +140,6 @@ def run_ask(
     notes: list[str] = []
 
     if root is not None:
-        from cce_knowledge.retrieval.searcher import Searcher
-        from cce_knowledge.store.store_file import (
-            display_dir,
-            knowledge_dir,
-            load_current,
-            no_store_message,
-            store_present,
-        )
-
         if not store_present(root):
             if not (knowledge_dir(root) / "current").exists():
                 raise StoreError(no_store_message(root))
@@ -148,8 +154,6 @@ def run_ask(
             raise CceError(f"could not load knowledge store under {root}: {e}") from e
         label = display_dir(root)
         if min_score is None:
-            from cce_knowledge.retrieval import configured_min_score
-
             min_score = configured_min_score(settings, rk)
 
         def run(query: str, k: int, floor: float) -> list[Hit]:
@@ -162,14 +166,14 @@ def run_ask(
             raise CceError(
                 "suite has no `corpus` header; pass --dir <root> to run against an installed store"
             )
-        from cce_knowledge.retrieval import search_knowledge
-        from cce_knowledge.store.ingest import ingest_feed
-
         feed_path = resolve_corpus_path(suite_path, suite.corpus)
         try:
             raw = Path(feed_path).read_bytes()
         except OSError as e:
             raise CceError(f"could not read corpus feed {feed_path}: {io_error_text(e)}") from e
+        # Lazy: the indexer (tree-sitter, process pools) adds ~20 ms to every `ask --dir`.
+        from cce_knowledge.store.ingest import ingest_feed
+
         store = ingest_feed(raw, 400)
         label = suite.corpus
         if min_score is None:
@@ -181,14 +185,10 @@ def run_ask(
                 "pass --dir); showing the default ranking"
             )
         if rk in ("default", "hybrid"):
-            from cce_knowledge.retrieval.default import build_model
-
             model = build_model(store.chunks)
 
         def run(query: str, k: int, floor: float) -> list[Hit]:
             if model is not None:
-                from cce_knowledge.retrieval.default import search_model
-
                 return search_model(model, query, k, floor)
             return search_knowledge(store, query, k, floor, ranking=rk)
 
@@ -234,8 +234,6 @@ def render_human(rep: AskReport) -> str:
 
 
 def report_json(rep: AskReport) -> str:
-    from cce_knowledge.core.jsonout import pretty
-
     doc = {
         "cases": [
             {

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING
 
 from cce_knowledge.core.rustcompat import rs_trim, score_key
 from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
+from cce_knowledge.retrieval.hits import finish_hits
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.store.store_file import KnowledgeChunk
 
 DROPPED_REASONS = ("not_planned", "wontfix")
@@ -341,8 +342,6 @@ def model_for(chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
 
 
 def search_model(model: DefaultModel, query: str, top_k: int, min_score: float) -> list[Hit]:
-    from cce_knowledge.retrieval.reference import finish_hits
-
     if not rs_trim(query) or top_k <= 0:
         return []
     ranked = rank_records(model, query, -math.inf)

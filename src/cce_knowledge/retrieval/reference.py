@@ -15,9 +15,9 @@ from cce_knowledge.core.rustcompat import ascii_lower, rs_split_whitespace, rs_t
 from cce_knowledge.engine.embed import cosine, hash_embed
 from cce_knowledge.engine.ranking_primitives import BM25, rrf, unique_in_order
 from cce_knowledge.engine.tokenizer import tokenize
+from cce_knowledge.retrieval.hits import Hit, finish_hits
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval import Hit
     from cce_knowledge.store.store_file import KnowledgeChunk
 
 DROPPED_REASONS = ("not_planned", "wontfix")
@@ -128,35 +128,6 @@ def rank_core(
         per_record[rid] = per_record.get(rid, 0) + 1
         kept.append((i, s))
     return kept
-
-
-def finish_hits(ranked: Sequence[tuple[KnowledgeChunk, float]], top_k: int) -> list[Hit]:
-    """Stable sort (score_key ↓, updated_at ↓ with missing = "", chunk_id ↑), cut, number."""
-    from cce_knowledge.retrieval import Hit
-
-    order = sorted(ranked, key=lambda p: p[0].chunk_id)
-    order.sort(key=lambda p: p[0].updated_at or "", reverse=True)
-    order.sort(key=lambda p: score_key(p[1]), reverse=True)
-    hits: list[Hit] = []
-    for r, (c, s) in enumerate(order[:top_k], start=1):
-        hits.append(
-            Hit(
-                rank=r,
-                chunk_id=c.chunk_id,
-                record_id=c.record_id,
-                title=c.title,
-                kind=c.kind,
-                name=c.name,
-                state=c.state,
-                updated_at=c.updated_at,
-                url=c.url,
-                score=s,
-                content=c.content,
-                start_line=c.start_line,
-                end_line=c.end_line,
-            )
-        )
-    return hits
 
 
 def live_chunks(chunks: Sequence[KnowledgeChunk]) -> list[KnowledgeChunk]:

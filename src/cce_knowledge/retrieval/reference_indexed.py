@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
+import re
 from array import array
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,7 @@ from cce_knowledge.core.rustcompat import ascii_lower, rs_trim
 from cce_knowledge.engine.embed import DIM, fnv1a64, hash_embed
 from cce_knowledge.engine.ranking_primitives import K1, RRF_K, B, bm25_idf, unique_in_order
 from cce_knowledge.engine.tokenizer import tokenize
+from cce_knowledge.retrieval.hits import finish_hits
 from cce_knowledge.retrieval.reference import (
     DROPPED_REASONS,
     PATH_PENALTY,
@@ -43,10 +46,11 @@ from cce_knowledge.retrieval.reference import (
     has_pr_link,
     is_code_lookup,
     path_penalised,
+    reference_search,
 )
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.retrieval.search_index import FastIndex
     from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
 
@@ -76,8 +80,6 @@ def _counts(tokens: list[str]) -> tuple[list[int], int]:
 
 def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dict[str, bytes]:
     """Sections the vectorised reference ranking needs (empty when it must fall back)."""
-    import math
-
     live = [c for c in store.chunks if c.state_reason not in DROPPED_REASONS]
     n = len(live)
     if n == 0 or len({c.chunk_id for c in live}) != n:
@@ -210,6 +212,7 @@ class ReferenceIndex:
     """numpy views over the `ref_*` sections of a FastIndex."""
 
     def __init__(self, fi: FastIndex) -> None:
+        # Lazy: numpy costs ~0.1-0.2 s; only the reference ranking builds this.
         import numpy as np
 
         self.np = np
@@ -283,8 +286,6 @@ class ReferenceIndex:
         got = self._sub_cache.get(t)
         if got is not None:
             return got
-        import re
-
         np = self.np
         # Terms are "\n"-separated and `t` has no "\n", so a match never spans two terms.
         pos = np.fromiter(
@@ -316,8 +317,6 @@ class ReferenceIndex:
     # ---------------------------------------------------------------- query
 
     def search(self, query: str, top_k: int, min_score: float) -> list[Hit]:
-        from cce_knowledge.retrieval.reference import finish_hits
-
         np = self.np
         n = self.n
         if not rs_trim(query) or top_k <= 0 or n == 0:
@@ -444,6 +443,4 @@ class _Fallback:
         self.store = store
 
     def search(self, query: str, top_k: int, min_score: float) -> list[Hit]:
-        from cce_knowledge.retrieval.reference import reference_search
-
         return reference_search(self.store.chunks, query, top_k, min_score)

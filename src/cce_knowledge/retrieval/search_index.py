@@ -33,12 +33,14 @@ import json
 import mmap
 import os
 import sys
+import threading
 from array import array
 from collections.abc import Callable
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.core.atomic import atomic_write, dir_lock
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_trim, score_key
 from cce_knowledge.retrieval.analyze import query_terms
@@ -47,14 +49,18 @@ from cce_knowledge.retrieval.default import (
     PARAMS,
     RERANK,
     best_and_top_two,
+    build_model,
     candidate_floor,
     final_score,
     idf,
+    live_chunks,
     term_weight,
 )
+from cce_knowledge.retrieval.hits import finish_hits
+from cce_knowledge.store.store_file import KnowledgeChunk
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
 
 MAGIC = b"CCESIX01"
@@ -130,8 +136,6 @@ def _parallel_ok(n_chunks: int, workers: int | None) -> bool:
     in a single-threaded process (fork with live threads is unsafe), on a big store."""
     if workers is not None:
         return workers > 1 and hasattr(os, "fork")
-    import threading
-
     if n_chunks < PARALLEL_MIN_CHUNKS or not hasattr(os, "fork") or threading.active_count() > 1:
         return False
     try:
@@ -147,6 +151,7 @@ def _parallel_ok(n_chunks: int, workers: int | None) -> bool:
 
 def _start_child(fn: Callable[[], dict[str, bytes]]) -> Callable[[], dict[str, bytes]]:
     """Run fn in a forked child now; the returned callable waits for its result."""
+    # Lazy: multiprocessing costs ~15-45 ms; only an index build forks.
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
@@ -186,8 +191,6 @@ def build_bytes(
     built in a forked child while this process builds the default ranking's ones
     (`workers`: None = decide, 1 = never fork, 2 = always); the bytes are the same.
     """
-    from cce_knowledge.retrieval.default import build_model, live_chunks
-
     # Chunks are renumbered so each record's sections are contiguous (store order
     # kept) — the same grouping build_model makes, known before the model exists.
     groups: dict[str, list[int]] = {}
@@ -198,6 +201,7 @@ def build_bytes(
     live_to_doc = [new_of[i] for i in range(len(order))]
     ref_wait: Callable[[], dict[str, bytes]] | None = None
     if with_reference and _parallel_ok(len(order), workers):
+        # Lazy: ~5-30 ms of import that a default-ranking search never needs.
         from cce_knowledge.retrieval.reference_indexed import reference_sections
 
         ref_wait = _start_child(lambda: reference_sections(store, live_to_doc))
@@ -208,6 +212,7 @@ def build_bytes(
         rec_chunk_ptr.append(rec_chunk_ptr[-1] + len(rd.chunks))
     del groups
 
+    # Lazy: numpy costs ~0.1-0.2 s; a cold search maps the index without it.
     import numpy as np
 
     terms = sorted(model.idf)
@@ -259,6 +264,7 @@ def build_bytes(
     if ref_wait is not None:
         sections.update(ref_wait())
     elif with_reference:
+        # Lazy: ~5-30 ms of import that a default-ranking search never needs.
         from cce_knowledge.retrieval.reference_indexed import reference_sections
 
         sections.update(reference_sections(store, live_to_doc))
@@ -304,8 +310,6 @@ def build_bytes(
 
 def build_search_index(root: str | os.PathLike[str], store: KnowledgeStore) -> Path:
     """Write the derived index for `store` under `root` (call after index/pull; optional)."""
-    from cce_knowledge.core.atomic import atomic_write
-
     path = index_path(root, store.snapshot)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, build_bytes(store))
@@ -416,8 +420,6 @@ class FastIndex:
         return d
 
     def chunk(self, c: int) -> KnowledgeChunk:
-        from cce_knowledge.store.store_file import KnowledgeChunk
-
         cid, rid, title, kind, name, state, upd, url, sl, el, content = self.doc(c)
         return KnowledgeChunk(
             chunk_id=cid,
@@ -445,8 +447,6 @@ class FastIndex:
         return self.search_default(query, top_k, min_score)
 
     def search_default(self, query: str, top_k: int, min_score: float) -> list[Hit]:
-        from cce_knowledge.retrieval.reference import finish_hits
-
         pairs = [(self.chunk(c), f) for _r, c, f in self.default_ranked(query, top_k, min_score)]
         return finish_hits(pairs, top_k)
 
@@ -533,6 +533,7 @@ class FastIndex:
         monotone in the share and divided by FINAL_NORM < 2), so it can neither be a re-ranking
         candidate nor reach the top k.
         """
+        # Lazy: numpy costs ~0.1-0.2 s; only a query with long postings needs it.
         import numpy as np
 
         acc = np.zeros(self.n_records, dtype=np.float64)
@@ -599,6 +600,7 @@ class FastIndex:
 
     def search_reference(self, query: str, top_k: int, min_score: float) -> list[Hit]:
         if self._ref is None:
+            # Lazy: ~5-30 ms of import that a default-ranking search never needs.
             from cce_knowledge.retrieval.reference_indexed import ReferenceIndex
 
             self._ref = ReferenceIndex.open(self, self._store_loader)
@@ -637,8 +639,6 @@ def open_or_build(
         return idx
     store = load_store()
     try:
-        from cce_knowledge.core.atomic import dir_lock
-
         path.parent.mkdir(parents=True, exist_ok=True)
         with dir_lock(path.parent, what="search index", wait=True):
             idx = try_open(path, snapshot, load_store)

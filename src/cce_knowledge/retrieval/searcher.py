@@ -12,19 +12,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.config.reader import load_semantic_config
 from cce_knowledge.config.settings import Settings, load_settings
-from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.errors import ConfigError, StoreError
+from cce_knowledge.retrieval.rankings import check_ranking, configured_min_score, resolve_ranking
+from cce_knowledge.retrieval.search_index import open_or_build, status_for
+from cce_knowledge.store.store_file import load_current, no_store_message, read_current, store_path
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.retrieval.search_index import FastIndex
     from cce_knowledge.store.store_file import KnowledgeStore
 
 
 def _store_signature(root: Path) -> tuple[str, int, int] | None:
     """(snapshot, size, mtime_ns) of the active store file; None when absent."""
-    from cce_knowledge.store.store_file import read_current, store_path
-
     try:
         snap = read_current(root)
         st = os.stat(store_path(root, snap))
@@ -73,8 +75,6 @@ class Searcher:
         if sig is None:
             return None
         if self._store is None:
-            from cce_knowledge.store.store_file import load_current
-
             self._store = load_current(self.root)
         return self._store
 
@@ -83,8 +83,6 @@ class Searcher:
         if sig is None:
             return None
         if self._index is None:
-            from cce_knowledge.retrieval.search_index import open_or_build
-
             self._index = open_or_build(self.root, sig[0], lambda: self._require_store())
         return self._index
 
@@ -102,8 +100,6 @@ class Searcher:
         ranking: str | None = None,
         min_score: float | None = None,
     ) -> list[Hit]:
-        from cce_knowledge.retrieval import check_ranking, configured_min_score, resolve_ranking
-
         settings = self.settings()
         rk = check_ranking(ranking) if ranking is not None else resolve_ranking(settings, None)
         floor = configured_min_score(settings, rk) if min_score is None else min_score
@@ -116,8 +112,8 @@ class Searcher:
         return idx.search(query, top_k, floor, ranking=rk)
 
     def _search_hybrid(self, idx: FastIndex, query: str, top_k: int, floor: float) -> list[Hit]:
-        from cce_knowledge.config.reader import load_semantic_config
-        from cce_knowledge.core.errors import ConfigError
+        # Lazy: the semantic layer (numpy, the provider's HTTP client) costs ~0.2 s to
+        # import, and only --ranking hybrid needs it.
         from cce_knowledge.semantic.hybrid import HybridState, hybrid_search
 
         if self._hybrid is None:
@@ -141,8 +137,6 @@ class Searcher:
 def _no_store(root: str | os.PathLike[str]) -> str:
     # store_file (numpy) is imported only on this error path: a cold search of the
     # derived index never needs it.
-    from cce_knowledge.store.store_file import no_store_message
-
     return no_store_message(root)
 
 
@@ -150,6 +144,4 @@ def index_status(root: str | os.PathLike[str]) -> str:
     sig = _store_signature(Path(root))
     if sig is None:
         return "absent-store"
-    from cce_knowledge.retrieval.search_index import status_for
-
     return status_for(Path(root), sig[0])

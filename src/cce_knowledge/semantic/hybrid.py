@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from cce_knowledge.config.reader import SemanticConfig
-    from cce_knowledge.retrieval import Hit
+    from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.retrieval.search_index import FastIndex
     from cce_knowledge.semantic.provider import Provider
     from cce_knowledge.semantic.vectors import VectorFile
@@ -132,7 +132,7 @@ def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticConfig) ->
     import numpy as np
 
     from cce_knowledge.core.errors import StoreError
-    from cce_knowledge.semantic.build import layout_key
+    from cce_knowledge.retrieval.search_index import INDEX_KEY
     from cce_knowledge.semantic.vectors import VectorFile, vectors_path
 
     path = vectors_path(root, idx.snapshot, cfg.model)
@@ -150,7 +150,7 @@ def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticConfig) ->
         state.missing_reason = f"{e.message} — run `cce knowledge embed`"
         return state.missing_reason
     m = vf.meta
-    if m.model != cfg.model or m.count != idx.n_chunks or m.layout != layout_key():
+    if m.model != cfg.model or m.count != idx.n_chunks or m.layout != INDEX_KEY:
         state.missing_reason = "vectors do not match the store — run `cce knowledge embed`"
         return state.missing_reason
     keys = np.frombuffer(vf.keys, dtype=np.uint8).reshape(m.count, 32)
@@ -178,7 +178,7 @@ def hybrid_search(
     import numpy as np
 
     from cce_knowledge.core.rustcompat import rs_trim
-    from cce_knowledge.retrieval.reference import finish_hits
+    from cce_knowledge.retrieval.hits import finish_hits
     from cce_knowledge.semantic.provider import Provider, ProviderError
 
     def fallback(why: str) -> tuple[list[Hit], str]:

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.core.rustcompat import rs_trim
+from cce_knowledge.store.store_file import knowledge_dir, loads, store_path
+
 if TYPE_CHECKING:
     from cce_knowledge.store.store_file import KnowledgeStore
 
@@ -205,9 +208,6 @@ def current_signature(root: Path) -> Signature | None:
     Called on every tool call, so the pointer's text is re-read only when its inode,
     size or mtime changes (`current` is replaced by an atomic rename on every move).
     """
-    from cce_knowledge.core.rustcompat import rs_trim
-    from cce_knowledge.store.store_file import knowledge_dir, store_path
-
     pointer = knowledge_dir(root) / "current"
     try:
         pst = os.stat(pointer)
@@ -259,6 +259,4 @@ def open_view(path: Path) -> StoreView:
     try:
         return StoreView(path)
     except ValueError:
-        from cce_knowledge.store.store_file import loads
-
         return LoadedView(path, loads(path.read_bytes()))

@@ -34,6 +34,7 @@ from typing import Any
 
 from cce_knowledge.sync.cck import (
     CckManifest,
+    ExportSlice,
     _bits_text,
     _digest,
     _line_ranges,
@@ -50,8 +51,6 @@ from cce_knowledge.sync.cck import (
 #: rfcs install ~15 ms faster than with 8 MiB, the 100k render 0.38 s against 0.49 s).
 RANGE_BYTES = 1 << 20
 
-#: Bytes of store per exported range (push): larger, each range returns Python lists.
-EXPORT_RANGE_BYTES = 8 << 20
 
 _native: ModuleType | bool | None = False  # False = not looked up yet
 
@@ -74,6 +73,7 @@ def _load_native() -> ModuleType | None:
     if os.environ.get("CCE_NATIVE", "1") == "0":
         return None
     try:
+        # Lazy: the compiled module may be absent or disabled (CCE_NATIVE=0).
         from cce_knowledge.sync import _cckfast as mod  # type: ignore[attr-defined]
     except ImportError:
         return None
@@ -234,7 +234,7 @@ class _Renders:
 
 def export_slices(
     data: Any, ranges: list[tuple[int, int]], jobs: int | None = None
-) -> list[tuple[bytes, list[tuple[str, bytes]], str | None, bool]] | None:
+) -> list[ExportSlice] | None:
     """`cck._fast_export_range` over `ranges` on the native path (push: store file ->
     canonical `.cck` lines), or None when the module is missing or any object is not
     in the writer's exact layout (the caller then takes the Python paths)."""
@@ -242,7 +242,7 @@ def export_slices(
     if mod is None:
         return None
     runs = _Renders(lambda a, b: mod.export(data, a, b), ranges, _workers(jobs))
-    out: list[tuple[bytes, list[tuple[str, bytes]], str | None, bool]] = []
+    out: list[ExportSlice] = []
     try:
         for i in range(len(ranges)):
             got = runs.take(i)

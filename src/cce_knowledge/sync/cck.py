@@ -357,6 +357,7 @@ def _render_slice(bounds: tuple[int, int]) -> tuple[bytes, bytes]:
 
 def _fork_pool(workers: int) -> Any:
     """A forked worker pool (imported here: multiprocessing costs every CLI start ~12 ms)."""
+    # Lazy: multiprocessing costs ~15-45 ms; only large artifacts fork.
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -364,7 +365,7 @@ def _fork_pool(workers: int) -> Any:
 
 
 def _can_fork() -> bool:
-    import multiprocessing as mp
+    import multiprocessing as mp  # lazy: see _fork_pool
 
     return "fork" in mp.get_all_start_methods()
 
@@ -594,6 +595,7 @@ def _embedding_texts_batch(raws: list[bytes]) -> list[bytes]:
     as (run of "0.0" items, one non-zero item) pairs plus a trailing run of zeros; numpy
     finds the non-zeros and the run lengths, and each distinct value is formatted once.
     """
+    # Lazy: numpy costs ~0.1-0.2 s; only the pure Python render needs it.
     import numpy as np
 
     sep = _ITEM_SEP
@@ -831,13 +833,9 @@ def import_chunk_digests(
 ) -> tuple[CckManifest, list[tuple[str, bytes]]]:
     """Verify a `.cck`; return its manifest and (record_id, chunk digest) in store order.
 
-    What the shrink guard needs, without materialising embeddings.
+    What the shrink guard needs, without materialising embeddings. (The caller tries
+    the native accelerator first: `accelerator.chunk_digests`.)
     """
-    from cce_knowledge.sync.accelerator import chunk_digests as native_chunk_digests
-
-    native = native_chunk_digests(data, jobs)
-    if native is not None:
-        return native
     fast = _fast_run(data, jobs, _fast_digests)
     if fast is not None:
         return fast[0], [x for ids in fast[1] for x in ids]
@@ -909,6 +907,11 @@ _TEXT_F64: dict[bytes, float] = {}
 
 #: one slice's (canonical lines, (record_id, digest) pairs, newest updated_at, phase-A)
 ExportSlice = tuple[bytes, list[tuple[str, bytes]], str | None, bool]
+#: The native export: (store bytes, ranges, jobs) -> slices, or None to use Python.
+NativeSlices = Callable[[bytes, list[tuple[int, int]], int | None], list[ExportSlice] | None]
+#: Bytes of store per natively exported range (push): larger than the pull's ranges,
+#: each range returns Python lists.
+EXPORT_RANGE_BYTES = 8 << 20
 
 
 def _text_f64(tok: bytes) -> float | None:
@@ -1013,11 +1016,16 @@ def _chunk_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, 
 
 
 def fast_export_store_bytes(
-    data: bytes, corpus_id: str, jobs: int | None = None
+    data: bytes,
+    corpus_id: str,
+    jobs: int | None = None,
+    native_slices: NativeSlices | None = None,
 ) -> tuple[CckManifest, bytes, list[tuple[str, bytes]]] | Literal[True] | None:
     """The sealed `.cck` for a store file: (manifest, bytes, (record_id, digest) pairs).
 
     True means Phase-A (a chunk without embeddings); None means "use the model path".
+    `native_slices` (the accelerator's `export_slices`, passed by the caller so this
+    module stays below it) renders the ranges natively when it can.
     """
     global _FAST_DATA
     if sys.byteorder != "little":
@@ -1045,10 +1053,10 @@ def fast_export_store_bytes(
         or not data[:at].endswith(b",")
     ):
         return None
-    from cce_knowledge.sync.accelerator import EXPORT_RANGE_BYTES, export_slices
-
-    native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
-    native = export_slices(data, native_bounds, jobs)
+    native = None
+    if native_slices is not None:
+        native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
+        native = native_slices(data, native_bounds, jobs)
     parts: list[ExportSlice | None]
     if native is not None:
         parts = list(native)

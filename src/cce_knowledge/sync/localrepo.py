@@ -140,6 +140,7 @@ class LocalRepo:
     def _object(self, binsha: bytes, kind: bytes) -> bytes | None:
         try:
             if self._db is None:
+                # Lazy: gitdb costs ~20-60 ms; only a local remote read in place needs it.
                 from gitdb import GitDB
 
                 self._db = GitDB(str(self.git_dir / "objects"))

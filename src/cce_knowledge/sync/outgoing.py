@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.errors import StoreError, SyncError
 from cce_knowledge.core.jsonout import canonical
 from cce_knowledge.store import store_file as S
 from cce_knowledge.sync import cck
@@ -129,12 +129,20 @@ def _shifted(bounds: tuple[int, int]) -> tuple[bytes, list[tuple[str, bytes]], s
     return _slice((bounds[0] - 1, bounds[1] - 1))
 
 
+def load_local_store(root: str | os.PathLike[str]) -> S.KnowledgeStore:
+    try:
+        return S.load_current(root)
+    except StoreError as e:
+        raise SyncError(
+            f"no local knowledge store under {S.display_dir(root)} (`current` missing) — run "
+            "`cce knowledge index <feed.jsonl>` first"
+        ) from e
+
+
 def outgoing_from_store(
     root: str | os.PathLike[str], corpus_id: str, jobs: int | None = None
 ) -> Outgoing:
     """The `.cck` for the active local store. Raises SyncError (no store / Phase-A)."""
-    from cce_knowledge.sync.push import load_local_store
-
     try:
         snap = S.read_current(root)
         data = S.store_path(root, snap).read_bytes()

@@ -12,18 +12,16 @@ import time
 from dataclasses import dataclass, field
 
 from cce_knowledge.config.settings import Settings, load_settings
-from cce_knowledge.core.errors import CceError, StoreError, SyncError
+from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.untrusted import shown
 from cce_knowledge.store.store_file import (
-    KnowledgeStore,
-    display_dir,
-    load_current,
     read_current,
     store_path,
 )
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
+from cce_knowledge.sync.accelerator import chunk_digests, export_slices
 from cce_knowledge.sync.cck import (
     PHASE_A_REFUSAL,
     CckManifest,
@@ -96,16 +94,6 @@ def corpus_meta(m: CckManifest, corpus_id: str, pushed_at: str) -> bytes:
     return (pretty(meta, sort_keys=True) + "\n").encode("utf-8")
 
 
-def load_local_store(root: str | os.PathLike[str]) -> KnowledgeStore:
-    try:
-        return load_current(root)
-    except StoreError as e:
-        raise SyncError(
-            f"no local knowledge store under {display_dir(root)} (`current` missing) — run "
-            "`cce knowledge index <feed.jsonl>` first"
-        ) from e
-
-
 def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_run: bool) -> None:
     """Raise on a refusal; fill `res.report` for a dry-run."""
     ptr = K.pointer_key(corpus_id)
@@ -122,7 +110,9 @@ def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_
     key = K.artifact_key(corpus_id, remote_snap)
     try:
         # Verified like a pull, but only record ids and content digests are kept.
-        remote_manifest, remote_chunks = import_keyed_chunk_digests(key, cache.read_artifact(key))
+        artifact = cache.read_artifact(key)
+        remote = chunk_digests(artifact) or import_keyed_chunk_digests(key, artifact)
+        remote_manifest, remote_chunks = remote
     except CceError as e:
         raise SyncError(G.unverifiable(corpus_id, remote_snap, e.message, dry_run)) from e
     if remote_snap == res.snapshot:
@@ -196,7 +186,7 @@ def _outgoing(root: str | os.PathLike[str], corpus_id: str) -> Outgoing:
         data = store_path(root, read_current(root)).read_bytes()
     except (OSError, UnicodeDecodeError):
         return outgoing_from_store(root, corpus_id)
-    fast = fast_export_store_bytes(data, corpus_id)
+    fast = fast_export_store_bytes(data, corpus_id, native_slices=export_slices)
     if fast is None:
         return outgoing_from_store(root, corpus_id)
     if fast is True:

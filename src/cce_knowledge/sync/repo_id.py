@@ -39,6 +39,7 @@ def normalize_repo_id(origin: str) -> str:
 def origin_repo_id(root: str | os.PathLike[str]) -> str | None:
     """The normalised `origin` of the git repository at `root`, or None (not a
     repository, no `origin`, git missing). Never prints: the URL may carry a token."""
+    # Lazy: GitPython costs ~60-130 ms; only `sync init` without --repo-id needs it.
     import git
 
     try:

@@ -1,0 +1,84 @@
+"""A search hit and how it is shown (docs/spec/core.md §7.3); the final ordering
+every ranking shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cce_knowledge.core.rustcompat import format6, score_key
+
+if TYPE_CHECKING:
+    from cce_knowledge.store.store_file import KnowledgeChunk
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    rank: int
+    chunk_id: str
+    record_id: str
+    title: str
+    kind: str
+    name: str
+    state: str | None
+    updated_at: str | None
+    url: str | None
+    score: float
+    content: str
+    start_line: int
+    end_line: int
+
+    def citation(self) -> str:
+        """`record_id:start-end` — where the answer is, for humans and agents."""
+        return f"{self.record_id}:{self.start_line}-{self.end_line}"
+
+
+_CC_TRANS = {c: " " for c in [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}
+
+
+def _sanitise(s: str) -> str:
+    # Control characters and line/paragraph separators become one space each so a
+    # title can never inject a new line into a result header.
+    return s.translate(_CC_TRANS)
+
+
+def provenance_line(title: str, state: str | None, updated_at: str | None, url: str | None) -> str:
+    """`[knowledge] Title — state · updated_at · url` (docs/spec/core.md §7.3)."""
+    facets = [_sanitise(f) for f in (state, updated_at, url) if f is not None and f != ""]
+    line = "[knowledge] " + _sanitise(title)
+    if facets:
+        line += " — " + " · ".join(facets)
+    return line
+
+
+def hit_header(hit: Hit) -> str:
+    prov = provenance_line(hit.title, hit.state, hit.updated_at, hit.url)
+    return f"{hit.rank:>2}. [{format6(hit.score)}] {prov} #{hit.chunk_id}"
+
+
+def finish_hits(ranked: Sequence[tuple[KnowledgeChunk, float]], top_k: int) -> list[Hit]:
+    """Stable sort (score_key ↓, updated_at ↓ with missing = "", chunk_id ↑), cut, number."""
+    order = sorted(ranked, key=lambda p: p[0].chunk_id)
+    order.sort(key=lambda p: p[0].updated_at or "", reverse=True)
+    order.sort(key=lambda p: score_key(p[1]), reverse=True)
+    hits: list[Hit] = []
+    for r, (c, s) in enumerate(order[:top_k], start=1):
+        hits.append(
+            Hit(
+                rank=r,
+                chunk_id=c.chunk_id,
+                record_id=c.record_id,
+                title=c.title,
+                kind=c.kind,
+                name=c.name,
+                state=c.state,
+                updated_at=c.updated_at,
+                url=c.url,
+                score=s,
+                content=c.content,
+                start_line=c.start_line,
+                end_line=c.end_line,
+            )
+        )
+    return hits
