@@ -22,8 +22,8 @@ from cce_knowledge.contract.ndjson import (
     parse_line,
     parse_line_exact,
 )
-from cce_knowledge.contract.schemas import validator
 from tests.helpers.paths import REPO, TESTS
+from tests.helpers.schemas import validator
 
 EX = TESTS / "contract_examples"
 CONTRACT = {

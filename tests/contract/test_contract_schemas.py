@@ -18,10 +18,10 @@ from cce_knowledge.contract.schemas import (
     SCHEMA_FILES,
     load_schema,
     schema_dir,
-    validator,
 )
 from cce_knowledge.core.rustcompat import RUST_WS_CHARS
 from tests.helpers.paths import REPO
+from tests.helpers.schemas import validator
 
 ROOT = REPO
 EX = ROOT / "tests" / "contract_examples"

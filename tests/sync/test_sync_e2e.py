@@ -12,7 +12,7 @@ import pytest
 
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.store_file import save
-from cce_knowledge.sync.cache import read_remote_pointer
+from cce_knowledge.sync.cache import read_remote_current
 from tests.helpers.sync import CURATED, bare_file, bare_ls, feed, index, refs, store_files
 from tests.helpers.sync_env import SyncEnv, cli
 
@@ -80,8 +80,8 @@ def test_index_push_fresh_pull_is_byte_identical(
         b'{"corpus_id":"fixture","snapshot":"598e1b3891572bbb","checksum":"' + CHECKSUM.encode()
         + b'","installed_sha256":"' + STORE_SHA.encode() + b'"}'
     )  # fmt: skip
-    assert read_remote_pointer(env.url, "fixture") == SNAP
-    assert read_remote_pointer(env.url, "nope") is None
+    assert read_remote_current(env.url, "fixture").current == SNAP
+    assert read_remote_current(env.url, "nope").current is None
 
     # list / verify / pull --all on the consumer side.
     rc, out, _ = cli(capsys, "sync", "list", "--remote", env.url)
@@ -557,10 +557,10 @@ def test_remote_pointer_lookup_never_hangs_on_a_busy_clone(
 
     _push_fixture(sync_env, capsys)
     with open_cache(make_remote(sync_env.url)):
-        assert read_remote_pointer(sync_env.url, "fixture", lock_timeout=0.2) is None
-    assert read_remote_pointer(sync_env.url, "fixture") == SNAP
-    assert read_remote_pointer(sync_env.url, "..") is None
-    assert read_remote_pointer((sync_env.tmp / "gone.git").as_uri(), "fixture") is None
+        assert read_remote_current(sync_env.url, "fixture", lock_timeout=0.2).current is None
+    assert read_remote_current(sync_env.url, "fixture").current == SNAP
+    assert read_remote_current(sync_env.url, "..").current is None
+    assert read_remote_current((sync_env.tmp / "gone.git").as_uri(), "fixture").current is None
 
 
 def test_unchanged_republish_refreshes_metadata_and_keeps_the_artifact(

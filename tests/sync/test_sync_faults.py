@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cce_knowledge.sync.cache import read_remote_pointer
-from cce_knowledge.sync.remote import clone_dir, make_remote
+from cce_knowledge.sync.cache import read_remote_current
+from cce_knowledge.sync.remote import RemoteCurrent, clone_dir, make_remote
 from tests.helpers.sync import bare_file, bare_ls, clean_env, feed, index
 from tests.helpers.sync_env import SyncEnv, cli
 
@@ -127,7 +127,7 @@ def test_killed_mid_push_then_next_push_heals(
     assert out.startswith(f"Pushed corpus c@{second}")
     _assert_consistent(env, capsys, {second})
     env.monkeypatch.setenv("CCE_HOME", str(home))
-    assert read_remote_pointer(env.url, "c") == second
+    assert read_remote_current(env.url, "c").current == second
 
 
 def test_offline_with_existing_clone_reads_stale_state_and_push_fails_cleanly(
@@ -158,3 +158,28 @@ def test_offline_with_existing_clone_reads_stale_state_and_push_fails_cleanly(
     assert rc == 1 and out == ""
     assert err.startswith("error: push to origin/main failed after 5 attempts")
     moved.rename(env.bare)
+
+
+def test_remote_current_is_best_effort_against_a_hostile_cache(sync_env: SyncEnv) -> None:
+    """Status and the MCP server read the remote `current` through this one function:
+    a broken corpus.json loses only `pushed_at`; a pointer that is not a snapshot id is
+    never passed on; the answer always says why it is unknown."""
+    snap = "0123456789abcdef"
+    sync_env.seed(
+        {
+            "knowledge/v1/c1/current": f"{snap}\n".encode(),
+            "knowledge/v1/c1/corpus.json": b'\xff{"pushed_at": 1',
+        }
+    )
+    assert read_remote_current(sync_env.url, "c1") == RemoteCurrent(current=snap)
+    sync_env.seed({"knowledge/v1/c1/corpus.json": b'{"pushed_at": "2026-01-01T00:00:00Z"}'})
+    got = read_remote_current(sync_env.url, "c1")
+    assert (got.current, got.pushed_at) == (snap, "2026-01-01T00:00:00Z")
+    sync_env.seed({"knowledge/v1/c1/current": b"../../../etc/passwd\n"})
+    got = read_remote_current(sync_env.url, "c1")
+    assert got == RemoteCurrent(problem="`current` on the remote is not a snapshot id")
+    assert read_remote_current(sync_env.url, "c2").problem == "no `current` pointer on the remote"
+    assert read_remote_current(sync_env.url, "..").problem == "invalid corpus id `..`"
+    gone = read_remote_current((sync_env.tmp / "gone.git").as_uri(), "c1")
+    assert gone.current is None and gone.problem is not None
+    assert gone.problem.startswith("unreachable (")

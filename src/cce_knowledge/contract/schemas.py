@@ -55,10 +55,3 @@ def load_schema(contract: str) -> dict[str, Any]:
         raise KeyError(f"no schema for {contract!r}")
     result: dict[str, Any] = json.loads(_load(name))
     return result
-
-
-def validator(contract: str) -> Any:
-    """A `jsonschema.Draft202012Validator` for a contract (imported lazily)."""
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(load_schema(contract))

@@ -26,7 +26,6 @@ from cce_knowledge.contract.ndjson import FeedLineError, iter_feed
 from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
 Kind = Literal["feed", "manifest", "suite"]
-KINDS: tuple[str, ...] = ("auto", "feed", "manifest", "suite")
 _MANIFEST_MAX_CHARS = 1 << 20
 
 

@@ -18,7 +18,6 @@ RUST_WS_CHARS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + 
 RUST_WS = frozenset(RUST_WS_CHARS)
 
 #: `u8::is_ascii_whitespace`: no VT (0x0B).
-ASCII_WS = b" \t\n\x0c\r"
 
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
@@ -160,10 +159,6 @@ def rust_debug_str(s: str) -> str:
             out.append(f"\\u{{{ord(ch):x}}}")
     out.append('"')
     return "".join(out)
-
-
-def utf8_len(s: str) -> int:
-    return len(s.encode("utf-8"))
 
 
 def io_error_text(e: OSError) -> str:

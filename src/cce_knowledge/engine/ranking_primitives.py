@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from cce_knowledge.core.rustcompat import score_key
-
 K1 = 1.2
 B = 0.75
 RRF_K = 60.0
@@ -78,8 +76,3 @@ def rrf(vrank: int | None, frank: int | None, fts_weight: float) -> float:
     v = 1.0 / (RRF_K + vrank) if vrank is not None else 0.0
     f = 1.0 / (RRF_K + frank) if frank is not None else 0.0
     return v + fts_weight * f
-
-
-def sort_key_desc(score: float, chunk_id: str) -> tuple[int, str]:
-    """Sort key for "score_key descending, then chunk_id ascending"."""
-    return (-score_key(score), chunk_id)

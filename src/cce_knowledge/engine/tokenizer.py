@@ -26,5 +26,5 @@ def tokenize_bytes(data: bytes) -> list[bytes]:
 
 
 def estimate_tokens(text: str) -> int:
-    """`max(1, utf8_len // 4)`."""
+    """`max(1, len(utf8 bytes) // 4)`."""
     return max(1, len(text.encode("utf-8")) // 4)

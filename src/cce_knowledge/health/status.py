@@ -9,7 +9,6 @@ error and never as a hang.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -23,7 +22,6 @@ from cce_knowledge.core.urls import display_url
 from cce_knowledge.engine.redactor import redact
 from cce_knowledge.store.store_file import read_current, store_path
 from cce_knowledge.store.view import open_view
-from cce_knowledge.sync import keys
 from cce_knowledge.sync.marker import (
     SyncMarker,
     active_snapshot,
@@ -32,7 +30,7 @@ from cce_knowledge.sync.marker import (
     read_pulled_from,
     stale_marker,
 )
-from cce_knowledge.sync.remote import make_remote
+from cce_knowledge.sync.remote import RemoteCurrent
 
 #: Default bound on one remote lookup (a clone/fetch of the cache repo).
 DEFAULT_REMOTE_TIMEOUT = 8.0
@@ -48,54 +46,28 @@ KNOWLEDGE_NO_RECORD_NOTICE = (
 # ------------------------------------------------------------------ remote lookup
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteInfo:
-    current: str | None = None
-    pushed_at: str | None = None
-    #: Why `current` is unknown: "timeout", "unreachable", "not configured", ...
-    problem: str | None = None
-
-
 def strip_credentials(url: str) -> str:
     """A remote URL fit to print (`urls.display_url`), with any secret-shaped rest
     (a token in the path) redacted too."""
     return redact(display_url(url))
 
 
-def _read_remote(remote: str, corpus_id: str) -> RemoteInfo:
-    """One synchronous lookup through the sync layer's git cache (may clone/fetch)."""
-    os.environ.setdefault("GIT_TERMINAL_PROMPT", "0")  # never wait on a password prompt
+def _read_remote(remote: str, corpus_id: str) -> RemoteCurrent:
     # Lazy: GitPython costs ~60 ms of every `status`, and --offline never needs it.
-    from cce_knowledge.sync.gitcache import open_cache
+    from cce_knowledge.sync.cache import read_remote_current
 
-    pushed_at = None
-    with open_cache(make_remote(remote)) as cache:
-        if not cache.has(keys.pointer_key(corpus_id)):
-            return RemoteInfo(problem="no `current` pointer on the remote")
-        current = cache.read_text(keys.pointer_key(corpus_id)) or None
-        try:
-            # corpus.json is best-effort metadata (docs/spec/sync.md §2.3).
-            meta = json.loads(cache.read_blob(keys.meta_key(corpus_id)))
-            if isinstance(meta, dict) and isinstance(meta.get("pushed_at"), str):
-                pushed_at = meta["pushed_at"]
-        except Exception:
-            pass
-    return RemoteInfo(
-        current=current,
-        pushed_at=pushed_at,
-        problem=None if current else "empty `current` pointer on the remote",
-    )
+    return read_remote_current(remote, corpus_id)
 
 
 _cache_lock = threading.Lock()
-_cache: dict[tuple[str, str], tuple[float, RemoteInfo]] = {}
+_cache: dict[tuple[str, str], tuple[float, RemoteCurrent]] = {}
 _inflight: dict[tuple[str, str], threading.Thread] = {}
-_results: dict[tuple[str, str], RemoteInfo] = {}
+_results: dict[tuple[str, str], RemoteCurrent] = {}
 
 
 def lookup_remote(
     remote: str, corpus_id: str, *, timeout: float = DEFAULT_REMOTE_TIMEOUT, cache_for: float = 0.0
-) -> RemoteInfo:
+) -> RemoteCurrent:
     """Best-effort remote lookup bounded by `timeout` seconds.
 
     The work runs on a daemon thread: a remote that never answers costs the
@@ -112,10 +84,7 @@ def lookup_remote(
         if worker is None or not worker.is_alive():
 
             def run() -> None:
-                try:
-                    info = _read_remote(remote, corpus_id)
-                except Exception as e:  # offline, auth, missing corpus: all "unknown"
-                    info = RemoteInfo(problem=f"unreachable ({type(e).__name__})")
+                info = _read_remote(remote, corpus_id)  # never raises: unknown instead
                 with _cache_lock:
                     _results[key] = info
                     _cache[key] = (time.monotonic(), info)
@@ -128,7 +97,7 @@ def lookup_remote(
     with _cache_lock:
         info = _results.get(key)
     if info is None:
-        return RemoteInfo(problem=f"timeout after {timeout:g}s")
+        return RemoteCurrent(problem=f"timeout after {timeout:g}s")
     return info
 
 

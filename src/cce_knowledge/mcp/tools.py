@@ -176,7 +176,6 @@ class KnowledgeTools:
         self._redact: Any = None
         self._sig: Signature | None = None
         self._view: StoreView | None = None
-        self._view_error: str | None = None
         # One search at a time: tool calls run on worker threads, and two first
         # searches must not both build the derived index.
         self._search_lock = threading.Lock()
@@ -228,14 +227,14 @@ class KnowledgeTools:
         """
         sig = current_signature(self.root)
         if sig is None:
-            self._sig, self._view, self._view_error = None, None, None
+            self._sig, self._view = None, None
             return None, False
         if sig != self._sig:
             self._sig = sig
             try:
-                self._view, self._view_error = open_view(store_path(self.root, sig.snapshot)), None
+                self._view = open_view(store_path(self.root, sig.snapshot))
             except (OSError, ValueError, UnicodeDecodeError) as e:
-                self._view, self._view_error = None, str(e)
+                self._view = None
                 log.warning("knowledge store present but not loadable: %s", e)
         return self._view, True
 
@@ -246,7 +245,7 @@ class KnowledgeTools:
             view.chunk_ids  # noqa: B018 — forces the scan
         except ValueError as e:
             log.warning("knowledge store damaged: %s", e)
-            self._view, self._view_error = None, str(e)
+            self._view = None
             return None
         return view
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cce_knowledge.config.settings import load_settings
-from cce_knowledge.contract.asksuite import parse_suite
+from cce_knowledge.contract.asksuite import ASK_REPORT_SCHEMA_ID, parse_suite, read_suite
 from cce_knowledge.core.errors import CceError, StoreError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import format6, io_error_text
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
 
 F64_EPSILON = 2.220446049250313e-16
-REPORT_SCHEMA = "cce.knowledge.ask.report/v1"
+REPORT_SCHEMA = ASK_REPORT_SCHEMA_ID
 SUITE_SCHEMA = "cce.knowledge.ask/v1"
 
 
@@ -125,15 +125,7 @@ def run_ask(
     min_score: float | None = None,
     ranking: str | None = None,
 ) -> AskReport:
-    try:
-        text = Path(suite_path).read_bytes().decode("utf-8")
-    except OSError as e:
-        raise CceError(f"could not read suite {suite_path}: {io_error_text(e)}") from e
-    except UnicodeDecodeError as e:
-        raise CceError(
-            f"could not read suite {suite_path}: stream did not contain valid UTF-8"
-        ) from e
-    suite = parse_suite(text)
+    suite = parse_suite(read_suite(suite_path))
 
     settings = None if root is None else load_settings(root)
     rk = check_ranking(ranking) if ranking is not None else resolve_ranking(settings, None)

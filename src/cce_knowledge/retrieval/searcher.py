@@ -50,7 +50,6 @@ class Searcher:
         self._sig: tuple[str, int, int] | None = None
         self._index: FastIndex | None = None
         self._store: KnowledgeStore | None = None
-        self._loaded_sig: tuple[str, int, int] | None = None
         self._hybrid: Any = None
         #: Why the last `hybrid` search fell back to the default ranking (None: it did not).
         self.last_note: str | None = None

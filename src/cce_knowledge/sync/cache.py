@@ -2,33 +2,48 @@
 
 from __future__ import annotations
 
+import json
+
 from cce_knowledge.core.errors import CceError
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import GitCache, open_cache
-from cce_knowledge.sync.remote import Remote, make_remote
+from cce_knowledge.sync.remote import Remote, RemoteCurrent, make_remote
 
-__all__ = ["GitCache", "open_cache", "read_remote_pointer"]
+__all__ = ["GitCache", "RemoteCurrent", "open_cache", "read_remote_current"]
 
 
-def read_remote_pointer(
+def read_remote_current(
     remote: str | Remote, corpus_id: str, lock_timeout: float = 5.0
-) -> str | None:
-    """The trimmed remote `current` of a corpus, or None (absent, not a snapshot id,
-    invalid corpus id, offline).
-
-    Best effort and never raises: it may clone or fetch (an unreachable remote with an
-    existing clone answers from the last-fetched state, like the reference). If another
-    command holds the working clone for longer than `lock_timeout` seconds, None.
-    """
+) -> RemoteCurrent:
+    """The remote `current` of a corpus. Best effort and never raises for a remote,
+    a pointer or a corpus.json that is missing, unreachable or hostile: it may clone or
+    fetch (an unreachable remote with an existing clone answers from the last-fetched
+    state, like the reference). If another command holds the working clone for longer
+    than `lock_timeout` seconds, the answer is unknown."""
+    if not K.valid_corpus_id(corpus_id):
+        return RemoteCurrent(problem=f"invalid corpus id `{corpus_id}`")
     try:
-        if not K.valid_corpus_id(corpus_id):
-            return None
         rem = remote if isinstance(remote, Remote) else make_remote(remote)
         with open_cache(rem, lock_timeout=lock_timeout) as cache:
             ptr = K.pointer_key(corpus_id)
             if not cache.has(ptr):
-                return None
+                return RemoteCurrent(problem="no `current` pointer on the remote")
             pointer = cache.read_text(ptr)
-            return pointer if K.is_snapshot_id(pointer) else None
-    except (CceError, OSError):
+            if not pointer:
+                return RemoteCurrent(problem="empty `current` pointer on the remote")
+            if not K.is_snapshot_id(pointer):
+                return RemoteCurrent(problem="`current` on the remote is not a snapshot id")
+            return RemoteCurrent(current=pointer, pushed_at=_pushed_at(cache, corpus_id))
+    except (CceError, OSError) as e:
+        return RemoteCurrent(problem=f"unreachable ({type(e).__name__})")
+
+
+def _pushed_at(cache: GitCache, corpus_id: str) -> str | None:
+    """corpus.json's `pushed_at`: best-effort metadata (docs/spec/sync.md §2.3)."""
+    key = K.meta_key(corpus_id)
+    try:
+        meta = json.loads(cache.read_blob(key)) if cache.has(key) else None
+    except (CceError, ValueError):  # unreadable, not UTF-8, not JSON
         return None
+    pushed = meta.get("pushed_at") if isinstance(meta, dict) else None
+    return pushed if isinstance(pushed, str) else None

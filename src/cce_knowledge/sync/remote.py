@@ -204,3 +204,13 @@ def resolve_listing_remote(settings: Settings, cli: str | Remote | None) -> Remo
     if url is None:
         raise SyncError(NO_REMOTE_SYNC)
     return make_remote(url)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteCurrent:
+    """A corpus' published `current` (None when unknown), its `pushed_at` from
+    corpus.json when readable, and why `current` is unknown."""
+
+    current: str | None = None
+    pushed_at: str | None = None
+    problem: str | None = None
