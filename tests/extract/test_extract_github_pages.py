@@ -415,3 +415,23 @@ def test_a_link_to_another_origin_is_not_followed(tmp_path: Path) -> None:
         with pytest.raises(ExtractError, match="another origin") as err:
             run(gh, tmp_path, client=client)
         assert other.count() == 0 and "tok-123" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_the_scale_target_fits_in_400_requests(tmp_path: Path) -> None:
+    """Issue 17's target: 5,000 issues, 2,500 PRs and 20,000 comments in <= 400
+    requests; a night of 50 edited items and 200 new comments in a handful."""
+    t = make_large_tracker(issues=5000, prs=2500, comments=20000, seed=42)
+    ck = str(tmp_path / "ck.json")
+    with FakeGitHub(t, budget=1000) as gh:  # a GITHUB_TOKEN's hour
+        full, _ = run(gh, tmp_path, checkpoint=ck, include_comments=True)
+        assert gh.count() == 75 + 200 <= 400 and gh.refused == 0
+        for n in range(1, 7501, 150):
+            t.touch(n, title=f"{t.items[n].title} (edited)")
+        for k, n in enumerate(range(7, 7501, 37)[:200]):
+            t.comment(n, "nightly", f"Nightly comment {k}.")
+        gh.reset_counts()
+        inc, _ = run(gh, tmp_path, checkpoint=ck, include_comments=True)
+        nightly = gh.count()
+    assert full.records == 7500 and inc.mode == "incremental"
+    assert nightly <= 8  # 250 changed items: 3 list pages; 200 comments: 2-3 pages
