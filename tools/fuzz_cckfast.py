@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the repository root: tests.sync
 
-from tests.sync.test_sync_perf_paths import _many, _raw_cck  # noqa: E402
+from tests.helpers.cck import many, raw_cck  # noqa: E402
 
 from cce_knowledge.store.store_file import dumps  # noqa: E402
 from cce_knowledge.sync import cck  # noqa: E402
@@ -77,8 +77,8 @@ def main() -> None:
     args = ap.parse_args()
     mod = load(args.module)
     rng = random.Random(args.seed)
-    artifact = _raw_cck(_many(12))
-    store = dumps(_many(12))
+    artifact = raw_cck(many(12))
+    store = dumps(many(12))
     a_lo = artifact.find(b"\n") + 1
     s_lo = store.find(cck._STORE_OPEN) + len(cck._STORE_OPEN)
     n = 0

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore, dumps
+from cce_knowledge.store.store_file import KnowledgeStore, dumps
 from cce_knowledge.sync.cck import (
     PHASE_A_REFUSAL,
     CckError,
@@ -23,6 +23,7 @@ from cce_knowledge.sync.cck import (
     import_cck,
     import_keyed,
 )
+from tests.helpers.cck import chunk, floats, plain_stores, plain_texts
 from tests.helpers.sync import CURATED
 
 GOLDEN_CHECKSUM = "84284a0ad6981d3c40c4dffd6dbb67d7e000cf6e64ff6e75b321d439ee9f452d"
@@ -65,7 +66,7 @@ def test_round_trip_is_byte_identical_store(fixture_store: KnowledgeStore) -> No
 
 def test_escaping_of_non_ascii_and_controls() -> None:
     s = 'é\t\x01/\x7f"\\\u2028x'
-    store = KnowledgeStore("0" * 16, 1, [_chunk(content=s)])
+    store = KnowledgeStore("0" * 16, 1, [chunk(content=s)])
     data = export_cck(store, "c").data
     expected = b'"\xc3\xa9\\t\\u0001/\x7f\\"\\\\\xe2\x80\xa8x"'
     assert expected in data
@@ -73,56 +74,14 @@ def test_escaping_of_non_ascii_and_controls() -> None:
 
 
 def test_phase_a_store_refused() -> None:
-    store = KnowledgeStore("0" * 16, 1, [_chunk(embedding=[])])
+    store = KnowledgeStore("0" * 16, 1, [chunk(embedding=[])])
     with pytest.raises(SyncError) as e:
         export_cck(store, "c")
     assert e.value.message == PHASE_A_REFUSAL
 
 
-def _chunk(**kw: object) -> KnowledgeChunk:
-    base: dict[str, object] = dict(
-        chunk_id="00112233aabbccdd", record_id="r:1", kind="T", name="# T", start_line=1,
-        end_line=2, token_count=3, content="# T\nbody", source="s", embedding=[0.5, -0.25],
-    )  # fmt: skip
-    base.update(kw)
-    return KnowledgeChunk(**base)  # type: ignore[arg-type]
-
-
-texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
-opt = st.none() | texts
-floats = st.floats(allow_nan=False, allow_infinity=False)
-
-
-@st.composite
-def stores(draw: st.DrawFn) -> KnowledgeStore:
-    chunks = [
-        KnowledgeChunk(
-            chunk_id=draw(texts),
-            record_id=draw(texts),
-            kind=draw(texts),
-            name=draw(texts),
-            start_line=draw(st.integers(0, 2**63)),
-            end_line=draw(st.integers(0, 2**64 - 1)),
-            token_count=draw(st.integers(0, 10**6)),
-            content=draw(texts),
-            source=draw(texts),
-            url=draw(opt),
-            state=draw(opt),
-            state_reason=draw(opt),
-            updated_at=draw(opt),
-            group=draw(opt),
-            labels=draw(st.lists(texts, max_size=3)),
-            title=draw(texts),
-            links=draw(st.lists(texts, max_size=3)),
-            embedding=draw(st.lists(floats, min_size=1, max_size=8)),
-        )
-        for _ in range(draw(st.integers(0, 4)))
-    ]
-    return KnowledgeStore(draw(texts), draw(st.integers(0, 2**64 - 1)), chunks, draw(texts))
-
-
 @settings(max_examples=150, deadline=None)
-@given(stores(), texts)
+@given(plain_stores(), plain_texts)
 def test_property_round_trip(store: KnowledgeStore, corpus: str) -> None:
     art = export_cck(store, corpus)
     back = import_cck(art.data)
@@ -144,7 +103,7 @@ def test_property_embedding_codec(v: list[float]) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.binary(min_size=1, max_size=400), st.data())
 def test_property_any_flipped_byte_is_refused(_: bytes, data: st.DataObject) -> None:
-    art = export_cck(KnowledgeStore("0" * 16, 1, [_chunk(), _chunk(record_id="r:2")]), "c")
+    art = export_cck(KnowledgeStore("0" * 16, 1, [chunk(), chunk(record_id="r:2")]), "c")
     i = data.draw(st.integers(0, len(art.data) - 1))
     bit = data.draw(st.integers(0, 7))
     flipped = bytearray(art.data)
@@ -161,7 +120,7 @@ def test_property_any_flipped_byte_is_refused(_: bytes, data: st.DataObject) -> 
 
 
 def _art() -> bytes:
-    return export_cck(KnowledgeStore("0" * 16, 1, [_chunk()]), "c").data
+    return export_cck(KnowledgeStore("0" * 16, 1, [chunk()]), "c").data
 
 
 def _lines() -> list[dict[str, object]]:
@@ -251,7 +210,7 @@ def _many(n: int) -> KnowledgeStore:
         "0123456789abcdef",
         n,
         [
-            _chunk(record_id=f"r:{i}", content=f"# T\nbody {i} é", embedding=[i / 7, -1.5e-7, 0.0])
+            chunk(record_id=f"r:{i}", content=f"# T\nbody {i} é", embedding=[i / 7, -1.5e-7, 0.0])
             for i in range(n)
         ],
     )

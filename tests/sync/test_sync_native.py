@@ -32,9 +32,9 @@ from cce_knowledge.sync.cck import CckError
 from cce_knowledge.sync.gitcache import lfs_pointer, open_cache
 from cce_knowledge.sync.marker import read_marker_strict
 from cce_knowledge.sync.remote import make_remote
+from tests.helpers.cck import many, mutated_artifacts, raw_cck, stores
 from tests.helpers.sync import CURATED, bare_file, index
 from tests.helpers.sync_env import SyncEnv, cli
-from tests.sync.test_sync_perf_paths import _many, _raw_cck, mutated_artifacts, stores
 
 NATIVE = accelerator.native()
 needs_native = pytest.mark.skipif(
@@ -72,7 +72,7 @@ def _native_render(data: bytes | mmap.mmap) -> tuple[int, bytes] | None:
 @settings(max_examples=150, deadline=None)
 @given(stores())
 def test_native_render_equals_python_render(store: KnowledgeStore) -> None:
-    data = _raw_cck(store)
+    data = raw_cck(store)
     got = _native_render(data)
     assert got is not None, "a canonical artifact must render natively"
     assert got == _py_render(data)
@@ -84,7 +84,7 @@ def test_native_render_equals_python_render(store: KnowledgeStore) -> None:
 def test_native_accepts_and_rejects_exactly_like_python(
     store: KnowledgeStore, data: st.DataObject
 ) -> None:
-    art = bytearray(_raw_cck(store))
+    art = bytearray(raw_cck(store))
     body_at = art.find(b"\n") + 1
     if body_at >= len(art):
         return
@@ -109,7 +109,7 @@ def test_native_parity_on_named_non_canonical_spellings() -> None:
     for mutated, data in mutated_artifacts("\x1f\u00e9"):
         assert _native_render(data) == _py_render(data), mutated
         tried += 1
-    lines = _raw_cck(_many(6)).split(b"\n")
+    lines = raw_cck(many(6)).split(b"\n")
     extra = [
         b'"start_line":18446744073709551615',  # u64::MAX: canonical
         b'"start_line":18446744073709551616',  # 2^64: not a u64
@@ -200,7 +200,7 @@ def _stream_bytes(data: object, jobs: int | None = None) -> tuple[cck.CckManifes
 @settings(max_examples=80, deadline=None)
 @given(stores())
 def test_stream_equals_strict_import(store: KnowledgeStore) -> None:
-    data = _raw_cck(store)
+    data = raw_cck(store)
     assert _stream_bytes(data) == cck.strict_import_to_store_bytes(data)
 
 
@@ -210,8 +210,8 @@ def test_stream_many_ranges_on_threads_from_a_mapped_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
 ) -> None:
     monkeypatch.setattr(accelerator, "RANGE_BYTES", 3000)  # dozens of ranges
-    store = _many(400)
-    data = _raw_cck(store)
+    store = many(400)
+    data = raw_cck(store)
     f = tmp_path / "a.cck"
     f.write_bytes(data)
     with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -223,7 +223,7 @@ def test_stream_many_ranges_on_threads_from_a_mapped_file(
 @needs_native
 def test_stream_of_an_empty_store() -> None:
     store = KnowledgeStore("0123456789abcdef", 0, [])
-    data = _raw_cck(store)
+    data = raw_cck(store)
     assert _stream_bytes(data)[1] == dumps(store)
 
 
@@ -237,7 +237,7 @@ def test_stream_of_an_empty_store() -> None:
     ],
 )
 def test_stream_defers_to_the_strict_path(damage: object) -> None:
-    data = damage(_raw_cck(_many(30)))  # type: ignore[operator]
+    data = damage(raw_cck(many(30)))  # type: ignore[operator]
     streamed = stream_store_parts(data)
     if streamed is None:
         return  # undecided up front (e.g. a broken manifest): the strict path runs
@@ -251,7 +251,7 @@ def test_stream_defers_to_the_strict_path(damage: object) -> None:
 @settings(max_examples=80, deadline=None)
 @given(stores())
 def test_native_chunk_digests_equal_strict(store: KnowledgeStore) -> None:
-    data = _raw_cck(store)
+    data = raw_cck(store)
     got = accelerator.chunk_digests(data, 2)
     assert got is not None
     assert got == cck.strict_import_chunk_digests(data, 1)
@@ -259,8 +259,8 @@ def test_native_chunk_digests_equal_strict(store: KnowledgeStore) -> None:
 
 def test_stream_returns_none_without_the_native_module(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(accelerator, "_native", None)
-    assert stream_store_parts(_raw_cck(_many(3))) is None
-    assert accelerator.chunk_digests(_raw_cck(_many(3))) is None
+    assert stream_store_parts(raw_cck(many(3))) is None
+    assert accelerator.chunk_digests(raw_cck(many(3))) is None
 
 
 # ---------------------------------------------------------------- install: failures leave nothing
@@ -281,7 +281,7 @@ def import_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.usefixtures("import_path")
 def test_import_and_install_of_a_same_value_variant(tmp_path: Path) -> None:
-    base = _raw_cck(_many(8))
+    base = raw_cck(many(8))
     # A spelling the reference accepts (its checksum re-serialises): the strict path installs it.
     variant = base.replace(b'"name":"#', b'"name":"\\u0023')
     assert variant != base
@@ -299,7 +299,7 @@ def m_snap(data: bytes) -> str:
 
 @pytest.mark.usefixtures("import_path")
 def test_a_corrupt_artifact_installs_nothing(tmp_path: Path) -> None:
-    base = _raw_cck(_many(40))
+    base = raw_cck(many(40))
     at = base.index(b'"content":"') + 15
     bad = base[:at] + (b"X" if base[at : at + 1] != b"X" else b"Y") + base[at + 1 :]
     with pytest.raises(CckError, match=r"^k/x\.cck: checksum mismatch"):

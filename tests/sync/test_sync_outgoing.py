@@ -14,8 +14,8 @@ from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.store_file import KnowledgeStore, dumps, save
 from cce_knowledge.sync.guard import digests_from_chunks, record_digests
+from tests.helpers.cck import chunk, plain_stores
 from tests.helpers.sync import CURATED
-from tests.sync.test_cck import _chunk, stores
 
 
 def _check_same(root: Path, store: KnowledgeStore, jobs: int, cid: str = "c") -> og.Outgoing:
@@ -38,7 +38,7 @@ def test_fixture_and_large_store(
     big = KnowledgeStore(
         "0123456789abcdef",
         50,
-        [_chunk(record_id=f"r{i % 7}", updated_at=f"2026-0{i % 9 + 1}") for i in range(50)],
+        [chunk(record_id=f"r{i % 7}", updated_at=f"2026-0{i % 9 + 1}") for i in range(50)],
     )
     save(tmp_path, big)
     _check_same(tmp_path, big, jobs)
@@ -49,7 +49,7 @@ def test_fixture_and_large_store(
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(stores())
+@given(plain_stores())
 def test_property_fast_equals_model(tmp_path: Path, store: KnowledgeStore) -> None:
     if any(not c.embedding for c in store.chunks) or store.records >= 2**64:
         return
@@ -70,5 +70,5 @@ def test_other_layouts_fall_back_to_the_model_path(tmp_path: Path) -> None:
 
 
 def test_phase_a_is_flagged_not_raised(tmp_path: Path) -> None:
-    save(tmp_path, KnowledgeStore("0" * 16, 1, [_chunk(embedding=[])]))
+    save(tmp_path, KnowledgeStore("0" * 16, 1, [chunk(embedding=[])]))
     assert og.outgoing_from_store(tmp_path, "c").phase_a

@@ -12,7 +12,6 @@ import hashlib
 import json
 import math
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,65 +21,9 @@ from hypothesis import strategies as st
 import cce_knowledge.sync.cck as cck
 from cce_knowledge.core.jsonout import canonical
 from cce_knowledge.core.rustcompat import serde_f64
-from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore, dumps
+from cce_knowledge.store.store_file import KnowledgeStore, dumps
 from cce_knowledge.sync.cck import CckError, export_cck
-
-# Text with non-ASCII, C0 controls (short and \u00xx escapes), quotes and backslashes.
-texts = st.text(
-    st.characters(exclude_categories=["Cs"])
-    | st.sampled_from(['"', "\\", "/", "\x00", "\x1f", "\x0b", "\x7f", "\u2028", "é", "\n"]),
-    max_size=30,
-)
-opt = st.none() | texts
-u64 = st.integers(0, 2**64 - 1)
-# Any f64 bit pattern (NaN payloads, -0.0, subnormals, inf) or a hash-embedder-like value.
-bit_floats = st.integers(0, 2**64 - 1).map(
-    lambda b: struct.unpack("<d", b.to_bytes(8, "little"))[0]
-)
-embedder_like = st.builds(
-    lambda c, s: c / math.sqrt(s), st.integers(-40, 40), st.integers(1, 10_000)
-)
-emb_values = st.lists(
-    st.just(0.0) | st.just(-0.0) | embedder_like | bit_floats, min_size=0, max_size=24
-)
-
-
-@st.composite
-def stores(draw: st.DrawFn, max_chunks: int = 5) -> KnowledgeStore:
-    chunks = [
-        KnowledgeChunk(
-            chunk_id=draw(texts),
-            record_id=draw(texts),
-            kind=draw(texts),
-            name=draw(texts),
-            start_line=draw(u64),
-            end_line=draw(u64),
-            token_count=draw(u64),
-            content=draw(texts),
-            source=draw(texts),
-            url=draw(opt),
-            state=draw(opt),
-            state_reason=draw(opt),
-            updated_at=draw(opt),
-            group=draw(opt),
-            labels=draw(st.lists(texts, max_size=3)),
-            title=draw(texts),
-            links=draw(st.lists(texts, max_size=3)),
-            embedding=draw(emb_values),
-        )
-        for _ in range(draw(st.integers(0, max_chunks)))
-    ]
-    return KnowledgeStore(draw(texts), draw(u64), chunks, draw(texts))
-
-
-def _raw_cck(store: KnowledgeStore) -> bytes:
-    """A canonical `.cck` even for stores with empty embeddings (export refuses those)."""
-    lines = [canonical(cck._chunk_obj(c, cck.encode_embedding(c.embedding))) for c in store.chunks]
-    m = cck.CckManifest(
-        "", len(lines), store.schema, "corpus", store.data_as_of(), store.records, store.snapshot
-    )
-    data, _ = cck._seal(m, lines)
-    return data
+from tests.helpers.cck import embedder_like, many, mutated_artifacts, raw_cck, stores, texts, u64
 
 
 def _outcome(fn: Any, data: bytes) -> tuple[str, Any]:
@@ -101,7 +44,7 @@ def _strict(data: bytes, jobs: int | None = None) -> tuple[cck.CckManifest, byte
 @settings(max_examples=100, deadline=None)
 @given(stores())
 def test_fast_path_is_taken_and_byte_identical(store: KnowledgeStore) -> None:
-    data = _raw_cck(store)
+    data = raw_cck(store)
     fast = cck._fast_store_bytes(data, 1)
     assert fast is not None, "a canonical artifact must take the fast path"
     m, raw = fast
@@ -117,37 +60,10 @@ def test_fast_path_is_taken_and_byte_identical(store: KnowledgeStore) -> None:
 
 def test_zero_chunk_store_fast_path() -> None:
     store = KnowledgeStore("0123456789abcdef", 0, [])
-    data = _raw_cck(store)
+    data = raw_cck(store)
     fast = cck._fast_store_bytes(data, 1)
     assert fast is not None and fast[1] == dumps(store) == _strict(data)[1]
     assert fast[1].endswith(b'  "chunks": []\n}\n')
-
-
-def _many(n: int, dim: int = 40) -> KnowledgeStore:
-    def emb(i: int) -> list[float]:
-        return [0.0 if (i * 7 + j) % 4 else (i + j) / math.sqrt(i + 3) for j in range(dim)]
-
-    return KnowledgeStore(
-        "00aa11bb22cc33dd",
-        n,
-        [
-            KnowledgeChunk(
-                chunk_id=f"{i:016x}",
-                record_id=f"r:{i % 9}",
-                kind="section",
-                name=f"# é {i}",
-                start_line=i,
-                end_line=i + 2,
-                token_count=i * 3,
-                content=f'# é {i}\nbody "{i}"\t\\',
-                source="s",
-                labels=[f"l{i}"] * (i % 3),
-                links=[],
-                embedding=emb(i) if i % 11 else [],
-            )
-            for i in range(n)
-        ],
-    )
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -158,8 +74,8 @@ def test_forked_and_batched_fast_path_equals_strict(
     monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
     monkeypatch.setattr(cck, "_EMB_BATCH", batch)
     monkeypatch.setattr(cck, "_RANGE_BYTES", 700 if batch == 3 else 16 << 20)  # many ranges
-    store = _many(97)
-    data = _raw_cck(store)
+    store = many(97)
+    data = raw_cck(store)
     fast = cck._fast_store_bytes(data, jobs)
     assert fast is not None
     assert fast == _strict(data, jobs)
@@ -217,42 +133,6 @@ def _reseal_raw(data: bytes) -> bytes:
         return data
 
 
-def _mutations(line: bytes) -> list[bytes]:
-    """Non-canonical spellings the reference still parses, and plain damage."""
-    out = [
-        line.replace(b'"kind":"', b'"kind": "', 1),  # whitespace
-        line.replace(b'"source":"', b'"source":"\\/', 1),  # `\/` escape (changes the value)
-        line.replace(b'"name":"#', b'"name":"\\u0023', 1),  # `\u0023` == "#": same value
-        line.replace(b"\\u001f", b"\\u001F", 1),  # upper-case hex: same value
-        line.replace(b'{"chunk_id"', b'{"zzz":1,"chunk_id"', 1),  # unknown field
-        line.replace(b'"start_line":', b'"start_line":0', 1),  # leading zero (invalid JSON)
-        line.replace(b'"token_count":', b'"token_count":-', 1),
-        line.replace(b'"end_line":', b'"end_line":1e1,"x":', 1),
-        line.replace(b'"labels":[', b'"labels":[1,', 1),  # non-string label (skipped)
-        line.replace(b'"group":null', b'"group":7', 1),
-        line.replace(b'","embedding":"', b'","embedding":"AB', 1),  # bad base64 length
-        line.replace(b'=","end_line"', b'B","end_line"', 1),
-        line.replace("\u00e9".encode(), b"\\u00e9", 1),  # escaped non-ASCII: same value
-        line.replace(b'"url":null', b'"url":"\xff"', 1),  # not UTF-8
-        line[:-1],  # truncated
-        line + b" ",
-    ]
-    obj = json.loads(line)
-    out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode())  # key order
-    out.append(json.dumps(obj, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode())
-    return [m for m in out if m != line]
-
-
-def mutated_artifacts(extra_content: str = "\x1f") -> Iterator[tuple[bytes, bytes]]:
-    """(mutated line, whole artifact) for every `_mutations` of three chunk lines."""
-    store = _many(6)
-    store.chunks[2].content += extra_content
-    lines = _raw_cck(store).split(b"\n")
-    for idx in (1, 3, 6):
-        for mutated in _mutations(lines[idx]):
-            yield mutated, b"\n".join([*lines[:idx], mutated, *lines[idx + 1 :]])
-
-
 @pytest.mark.parametrize("reseal", [False, True])
 def test_fast_and_strict_accept_and_reject_the_same_mutations(reseal: bool) -> None:
     tried = 0
@@ -268,8 +148,8 @@ def test_fast_and_strict_accept_and_reject_the_same_mutations(reseal: bool) -> N
 
 
 def test_same_value_variants_are_accepted_via_the_strict_fallback() -> None:
-    store = _many(5)
-    base = _raw_cck(store)
+    store = many(5)
+    base = raw_cck(store)
     variant = base.replace(b'"name":"#', b'"name":"\\u0023').replace(b'"kind":"', b'"kind": "')
     assert variant != base
     assert cck._fast_store_bytes(variant, 1) is None  # not canonical: not the fast path
@@ -279,7 +159,7 @@ def test_same_value_variants_are_accepted_via_the_strict_fallback() -> None:
 def test_raw_resealed_non_canonical_artifact_is_rejected() -> None:
     # Its raw bytes hash to the manifest checksum, but the canonical re-serialisation
     # (what the reference hashes) does not: both paths must refuse it.
-    variant = _reseal_raw(_raw_cck(_many(5)).replace(b'"kind":"', b'"kind": "'))
+    variant = _reseal_raw(raw_cck(many(5)).replace(b'"kind":"', b'"kind": "'))
     for fn in (cck.import_to_store_bytes, _strict):
         with pytest.raises(CckError, match=r"^checksum mismatch"):
             fn(variant)
@@ -290,7 +170,7 @@ def test_raw_resealed_non_canonical_artifact_is_rejected() -> None:
 def test_any_single_byte_change_gets_the_strict_verdict(
     store: KnowledgeStore, data: st.DataObject
 ) -> None:
-    art = _raw_cck(store)
+    art = raw_cck(store)
     pos = data.draw(st.integers(0, len(art) - 1))
     new = data.draw(st.integers(0, 255))
     mutated = art[:pos] + bytes([new]) + art[pos + 1 :]
@@ -327,7 +207,7 @@ def test_export_fast_path_equals_export_cck(
 
 
 def test_export_fast_path_phase_a_and_zero_chunks() -> None:
-    store = _many(12)  # every 11th chunk has no embedding
+    store = many(12)  # every 11th chunk has no embedding
     assert cck.fast_export_store_bytes(dumps(store), "c") is True
     empty = KnowledgeStore("0123456789abcdef", 3, [])
     fast = cck.fast_export_store_bytes(dumps(empty), "c")
@@ -341,7 +221,7 @@ def test_export_fast_path_forked_equals_export_cck(
 ) -> None:
     monkeypatch.setattr(cck, "PARALLEL_MIN_CHUNKS", 10)
     monkeypatch.setattr(cck, "_RANGE_BYTES", 900)  # many ranges, even with one worker
-    store = _many(97)
+    store = many(97)
     for c in store.chunks:
         c.embedding = c.embedding or [1.0]
     fast = cck.fast_export_store_bytes(dumps(store), "c", jobs)
@@ -371,7 +251,7 @@ def test_push_outgoing_matches_the_model_path_on_store_variants(tmp_path: Any) -
     from cce_knowledge.sync.outgoing import outgoing_from_store
     from cce_knowledge.sync.push import _outgoing
 
-    store = _many(8)
+    store = many(8)
     for c in store.chunks:
         c.embedding = c.embedding or [0.0, 2.5]
     base = dumps(store)
