@@ -199,8 +199,11 @@ def test_summary_of_a_failure_shows_the_reason() -> None:
     assert md.count("```") == 2
 
 
-def _run_driver(tmp_path: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
+def _run_driver(
+    tmp_path: Path, extra_env: dict[str, str] | None = None, **inputs: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CCE_IN_", "GITHUB_"))}
+    env.update(extra_env or {})
     env["GITHUB_OUTPUT"] = str(tmp_path / "out")
     env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
     for k, v in inputs.items():
@@ -431,22 +434,9 @@ def test_extract_stopped_by_the_rate_limit_is_a_warning_not_a_failure(tmp_path: 
     from tests.helpers.fake_github import FakeGitHub, make_large_tracker
 
     tracker = make_large_tracker(issues=300, prs=0, comments=0, seed=2)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCE_IN_", "GITHUB_"))}
-    env["GITHUB_OUTPUT"] = str(tmp_path / "out")
-    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
-    env[ac.env_name("extract")] = "github --repo acme/widgets --checkpoint ck.json --max-wait 1"
-    env[ac.env_name("corpus")] = "c1"
+    extract = "github --repo acme/widgets --checkpoint ck.json --max-wait 1"
     with FakeGitHub(tracker, budget=2) as gh:
-        env["GITHUB_API_URL"] = gh.url
-        p = subprocess.run(
-            [sys.executable, "-m", "cce_knowledge", "action", "run"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        p = _run_driver(tmp_path, {"GITHUB_API_URL": gh.url}, extract=extract, corpus="c1")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "::warning title=cce-knowledge::extract stopped at the source's rate limit" in p.stdout
     assert "::error" not in p.stdout
