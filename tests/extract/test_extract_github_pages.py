@@ -435,3 +435,45 @@ def test_the_scale_target_fits_in_400_requests(tmp_path: Path) -> None:
         nightly = gh.count()
     assert full.records == 7500 and inc.mode == "incremental"
     assert nightly <= 8  # 250 changed items: 3 list pages; 200 comments: 2-3 pages
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_ITEM_KEYS = [
+    "title",
+    "body",
+    "state",
+    "state_reason",
+    "html_url",
+    "updated_at",
+    "labels",
+    "milestone",
+    "comments",
+    "pull_request",
+]
+
+
+@given(st.dictionaries(st.sampled_from(_ITEM_KEYS), _json), st.integers(1, 10**6))
+def test_any_issue_json_maps_to_a_record_or_is_skipped(fields: dict, number: int) -> None:
+    """Hostile API rows: whatever the field types, slimming and mapping never crash,
+    and the record is one the contract accepts."""
+    from cce_knowledge.extract.feed import feed_bytes
+    from cce_knowledge.extract.github import Mapper, slim_item
+    from cce_knowledge.extract.output import self_check
+
+    item = slim_item({**fields, "number": number})
+    rec = Mapper(GitHubOptions(repo=REPO)).record(item, [], [])
+    self_check(feed_bytes([rec]), 1)
+
+
+@given(st.dictionaries(st.sampled_from(["id", "issue_url", "user", "created_at", "body"]), _json))
+def test_any_comment_json_is_kept_or_dropped(fields: dict) -> None:
+    from cce_knowledge.extract.github import slim_comment
+
+    c = slim_comment(fields)
+    assert c is None or (isinstance(c["id"], int) and isinstance(c["issue"], int))
