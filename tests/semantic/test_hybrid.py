@@ -171,8 +171,46 @@ def test_mcp_context_search_hybrid_note_in_meta(indexed: Path) -> None:
                 )
                 assert not res.is_error and res.content[0].text
                 assert res.meta is not None and "knowledge.semantic" in res.meta["cce/ranking_note"]
+                status = await s.call_tool("index_status", {})
+                assert "semantic :" not in status.content[0].text  # not configured here
                 plain = await s.call_tool("context_search", {"query": QUERIES[0]})
                 assert plain.meta is None
                 assert plain.content[0].text == res.content[0].text
 
     anyio.run(run)
+
+
+def test_status_doctor_show_semantic(
+    embedded: Path, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["knowledge", "status", "--dir", str(embedded), "--offline", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sem = doc["semantic"]
+    assert sem["provider"] == "ollama" and sem["model"] == "tiny-ngrams" and sem["dim"] == 64
+    assert sem["embedded"] == sem["total"] > 0 and sem["last_run_requests"] == 1
+    assert main(["knowledge", "status", "--dir", str(embedded), "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert "semantic       : ollama" in out and f"{sem['total']}/{sem['total']} chunks" in out
+    # doctor: OK line, then a model mismatch is flagged.
+    main(["doctor", "--dir", str(embedded)])
+    assert "semantic vectors: tiny-ngrams · 64 dims" in capsys.readouterr().out
+    write_config(embedded, "ollama", server.url, model="another")
+    main(["doctor", "--dir", str(embedded)])
+    out = capsys.readouterr().out
+    assert "vectors made with tiny-ngrams are present, but the configured model is another" in out
+
+
+def test_status_json_unchanged_without_semantic(
+    indexed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["knowledge", "status", "--dir", str(indexed), "--offline", "--json"]) == 0
+    assert "semantic" not in json.loads(capsys.readouterr().out)
+
+
+def test_mcp_index_status_shows_semantic(embedded: Path) -> None:
+    from cce_knowledge.mcp.tools import KnowledgeTools
+
+    text = KnowledgeTools(embedded).index_status({}).text
+    assert "  semantic :\n" in text and "model tiny-ngrams" in text and "64 dims" in text

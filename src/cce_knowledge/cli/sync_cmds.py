@@ -103,6 +103,11 @@ def _pull(args: argparse.Namespace) -> int:
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     from cce_knowledge.cli.semantic_cmds import embed_step
+    from cce_knowledge.semantic.share import pull_published_vectors
+
+    line = pull_published_vectors(args.dir, res.corpus_id, res.snapshot, args.remote)
+    if line:
+        print(f"note: {line}", file=sys.stderr)
 
     embed_step(args.dir)
     return 0

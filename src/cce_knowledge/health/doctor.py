@@ -176,6 +176,33 @@ def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
     # "absent-store" cannot happen here (the store just loaded); say nothing.
 
 
+def _semantic_check(root: Path, store: KnowledgeStore, r: Report) -> None:
+    """Ours (additive, silent unless configured or vectors exist): vector coverage, and
+    vectors made with a model other than the configured one."""
+    from cce_knowledge.semantic.status import semantic_status
+
+    st = semantic_status(root, store.snapshot)
+    if st is None:
+        return
+    if st.problem:
+        r.advisory(f"semantic retrieval: {st.problem}")
+    if st.model is not None and not st.problem:
+        if st.total and st.embedded == st.total:
+            r.ok(f"semantic vectors: {st.model} · {st.dim} dims · {st.embedded}/{st.total} chunks")
+        else:
+            r.advisory(
+                f"semantic vectors: {st.embedded}/{st.total or '?'} chunks embedded with "
+                f"{st.model} — run `cce knowledge embed` (hybrid ranking falls back to the "
+                "default until vectors exist)"
+            )
+    for other in st.other_models:
+        r.advisory(
+            f"vectors made with {other} are present, but the configured model is "
+            f"{st.model or '(none)'} — hybrid ranking does not use them; delete them or "
+            "configure that model"
+        )
+
+
 def _native_check(r: Report) -> None:
     """Ours (additive): say so when pulls and pushes run without the C accelerator.
 
@@ -220,6 +247,7 @@ def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None
     _pulled_bytes_check(root, r)
     if store is not None:
         _search_index_check(root, store, r)
+        _semantic_check(root, store, r)
     _native_check(r)
 
 

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError
@@ -44,6 +44,10 @@ KNOWLEDGE_NO_RECORD_NOTICE = (
 
 
 # ------------------------------------------------------------------ remote lookup
+
+
+if TYPE_CHECKING:
+    from cce_knowledge.semantic.status import SemanticStatus
 
 
 def strip_credentials(url: str) -> str:
@@ -178,6 +182,8 @@ class KnowledgeStatus:
     remote_current: str | None = None
     pushed_at: str | None = None
     remote_problem: str | None = None
+    #: Ours: semantic retrieval (None when neither configured nor vectors present).
+    semantic: SemanticStatus | None = None
 
     @property
     def behind_remote(self) -> bool:
@@ -188,6 +194,8 @@ class KnowledgeStatus:
         d = asdict(self)
         d["checksum"] = {k: v for k, v in asdict(self.checksum).items() if v is not None}
         d["behind_remote"] = self.behind_remote if self.remote_current is not None else None
+        if self.semantic is None:
+            d.pop("semantic")  # absent, so the reference's keys stay exactly as they were
         d["contract"] = d.pop("schema")
         d["schema"] = "cce.knowledge.status/v1"
         return d
@@ -239,6 +247,9 @@ def knowledge_status(
         marker_snapshot=marker.snapshot if marker else None,
         checksum=check_installed_bytes(root, marker),
     )
+    from cce_knowledge.semantic.status import semantic_status
+
+    st.semantic = semantic_status(root, facts.snapshot)
     remote, remote_corpus = resolve_status_remote(root, settings, marker, remote_override)
     st.remote = strip_credentials(remote) if remote else None
     st.remote_corpus = remote_corpus
@@ -314,4 +325,6 @@ def render_status(st: KnowledgeStatus) -> str:
     else:
         lines.append(f"  remote current : - ({st.remote_problem or 'unknown'})")
         lines.append("  behind remote  : unknown")
+    if st.semantic is not None:
+        lines += st.semantic.lines()
     return "\n".join(lines) + "\n"

@@ -424,6 +424,9 @@ class KnowledgeTools:
             remote_current=st.remote_current,
             behind_remote=st.behind_remote,
         )
+        if st.semantic is not None:
+            # Ours, after the reference's block: provider, model, dimension, coverage.
+            block += "  semantic :\n" + "".join(f"  {ln}\n" for ln in st.semantic.lines())
         return ToolOutput(render.append_block(render.KNOWLEDGE_ONLY_STATUS, block))
 
     def call(self, name: str, args: dict[str, Any] | None) -> ToolOutput:

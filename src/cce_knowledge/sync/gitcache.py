@@ -505,7 +505,7 @@ class GitCache:
         return sha
 
     def _carries(self, ref: str, key: str, data: bytes) -> bool:
-        if key.endswith((".cck", ".cce")):
+        if key.endswith((".cck", ".cce", ".vec")):
             return self.has(key, ref)
         st, out, _ = self.run("cat-file", "blob", f"{ref}:{key}", check=False)
         return st == 0 and out == data

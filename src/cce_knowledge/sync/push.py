@@ -70,6 +70,8 @@ class PushResult:
     retention: str | None = None
     pruned: list[str] = field(default_factory=list)
     retention_warning: str | None = None
+    #: models whose vectors were published beside the artifact (ours; usually none)
+    vectors: list[str] = field(default_factory=list)
     report: str = ""
 
 
@@ -164,6 +166,8 @@ def success_report(res: PushResult, policy: int | None) -> str:
         f"  data as-of : {res.data_as_of or '-'}\n"
         f"  pushed at  : {res.pushed_at}\n"
     )
+    if res.vectors:
+        out += f"  vectors    : {', '.join(res.vectors)} (published beside the artifact)\n"
     if res.retention_warning is not None:
         out += f"  warning: retention prune failed — {res.retention_warning}\n"
     elif res.pruned:
@@ -262,6 +266,14 @@ def push_corpus(
             (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
             (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
         ]
+        # Vectors (ours) travel beside the artifact, never inside it (semantic/share.py).
+        from cce_knowledge.semantic.share import VEC_ATTR_LINE, outgoing_vectors, vectors_key
+
+        vectors = outgoing_vectors(root, m.snapshot)
+        if vectors and use_lfs:
+            cache.ensure_attribute(VEC_ATTR_LINE, "*.vec", "cce sync: enable git-LFS for *.vec")
+        entries += [(vectors_key(corpus_id, m.snapshot, model), data) for model, data in vectors]
+        res.vectors = [model for model, _ in vectors]
         for k, _ in entries:
             K.check_write_key(k, corpus_id)
         # An unchanged re-publish (guard: same key, same checksum on the remote) only
@@ -274,6 +286,8 @@ def push_corpus(
             if same
             else "cce sync: 3 artifacts"
         )
+        if vectors:
+            message += f" + vectors ({', '.join(res.vectors)})"
         cache.put_many(entries, message, keep_if_present=same)
         res.published = True
         policy = settings.knowledge.sync.keep_last
@@ -281,6 +295,13 @@ def push_corpus(
             res.retention = f"keep-last-{policy}"
             try:
                 res.pruned = retention_prune(cache, corpus_id, m.snapshot, policy)
+                from cce_knowledge.semantic.share import stale_vector_keys
+
+                stale = stale_vector_keys(cache, corpus_id)
+                for k in stale:
+                    K.check_prune_key(k, corpus_id)
+                if stale:
+                    cache.remove_many(stale, f"cce knowledge sync: prune vectors ({corpus_id})")
             except CceError as e:
                 res.retention_warning = e.message
         res.report = success_report(res, policy)

@@ -1,0 +1,135 @@
+"""Vectors shared through a real git cache: push beside the artifact, pull when the model
+matches, pruned with their snapshot; the `.cck` and store bytes never change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cce_knowledge.semantic.share import vectors_key
+from cce_knowledge.semantic.vectors import VectorFile, vectors_path
+from cce_knowledge.store.store_file import read_current
+from tests.helpers.embed_server import EmbedServer
+from tests.helpers.sync import bare_file, bare_ls, feed
+from tests.helpers.sync_env import SyncEnv, cli
+
+from .conftest import write_config
+
+MODEL = "tiny-ngrams"
+
+
+def _builder(env: SyncEnv, name: str, semantic_url: str | None, raw: bytes) -> Path:
+    root = env.root(name)
+    (root / ".cce").mkdir(exist_ok=True)
+    sem = ""
+    if semantic_url:
+        sem = f"  semantic:\n    provider: ollama\n    url: {semantic_url}\n    model: {MODEL}\n"
+    (root / ".cce" / "config").write_text(
+        f"knowledge:\n  sync:\n    corpus_id: kn\n    remote: {env.url}\n    retention: keep-last-1\n{sem}",
+        encoding="utf-8",
+    )
+    (root / "feed.jsonl").write_bytes(raw)
+    return root
+
+
+def test_push_pull_share_vectors_and_keep_cck_identical(
+    sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    raw = feed(
+        [("a:1", "Retry with backoff and jitter."), ("a:2", "Lock accounts after failures.")]
+    )
+    sem = _builder(sync_env, "sem", server.url, raw)
+    rc, _o, err = cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))
+    assert rc == 0, err
+    snap = read_current(sem)
+    rc, out, err = cli(capsys, "knowledge", "push", "--dir", str(sem))
+    assert rc == 0, err
+    assert f"vectors    : {MODEL}" in out
+    key = vectors_key("kn", snap, MODEL)
+    assert key in bare_ls(sync_env.bare, "knowledge/v1/kn/")
+    cck_with = bare_file(sync_env.bare, f"knowledge/v1/kn/{snap}.cck")
+    meta_keys = set(bare_ls(sync_env.bare, "knowledge/v1/kn/"))
+    assert {
+        f"knowledge/v1/kn/{snap}.cck",
+        "knowledge/v1/kn/current",
+        "knowledge/v1/kn/corpus.json",
+    } < meta_keys
+
+    # The same feed pushed by a builder without semantic gives the same .cck bytes.
+    other = tmp_path / "cache2.git"
+    from tests.helpers.sync import make_bare
+
+    url2 = make_bare(other)
+    plain = _builder(sync_env, "plain", None, raw)
+    cfg = (plain / ".cce" / "config").read_text().replace(sync_env.url, url2)
+    (plain / ".cce" / "config").write_text(cfg)
+    assert cli(capsys, "knowledge", "index", str(plain / "feed.jsonl"), "--dir", str(plain))[0] == 0
+    assert cli(capsys, "knowledge", "push", "--dir", str(plain))[0] == 0
+    assert bare_file(other, f"knowledge/v1/kn/{snap}.cck") == cck_with
+    assert not [k for k in bare_ls(other, "knowledge/v1/kn/") if k.endswith(".vec")]
+
+    # A consumer with the same model gets the vectors, verified, and embeds nothing.
+    sync_env.home("home-b")
+    cons = sync_env.root("consumer")
+    write_config(cons, "ollama", server.url)
+    n0 = len(server.requests)
+    rc, _o, err = cli(
+        capsys, "knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url
+    )
+    assert rc == 0, err
+    assert "installed published vectors" in err
+    assert len(server.requests) == n0  # nothing re-embedded
+    got = VectorFile.open(vectors_path(cons, snap, MODEL), verify=True)
+    assert got.meta.model == MODEL and got.present() == got.meta.count
+    assert (cons / ".cce" / "knowledge" / f"{snap}.json").read_bytes() == (
+        sem / ".cce" / "knowledge" / f"{snap}.json"
+    ).read_bytes()
+
+    # A consumer with another model fetches nothing and says why.
+    cons2 = sync_env.root("consumer2")
+    write_config(cons2, "ollama", "http://127.0.0.1:9", model="other-model")
+    rc, _o, err = cli(
+        capsys, "knowledge", "pull", "--dir", str(cons2), "--corpus", "kn", "--remote", sync_env.url
+    )
+    assert rc == 0
+    assert f"made with {MODEL}, not other-model: not fetched" in err
+    assert not vectors_path(cons2, snap, "other-model").exists()
+
+    # A new snapshot prunes the old one's artifact (keep-last-1) and its vectors with it.
+    sync_env.home("home-a")
+    raw2 = raw + feed([("a:3", "Rotate keys monthly.")])
+    (sem / "feed.jsonl").write_bytes(raw2)
+    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
+    snap2 = read_current(sem)
+    rc, _o, err = cli(capsys, "knowledge", "push", "--dir", str(sem))
+    assert rc == 0, err
+    names = bare_ls(sync_env.bare, "knowledge/v1/kn/")
+    assert vectors_key("kn", snap2, MODEL) in names and key not in names
+    assert f"knowledge/v1/kn/{snap}.cck" not in names
+    # The listing counts artifacts only.
+    rc, out, _e = cli(capsys, "sync", "list", "--remote", sync_env.url)
+    assert rc == 0 and "kn" in out
+
+
+def test_tampered_vectors_are_refused(
+    sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = feed([("a:1", "Retry with backoff and jitter.")])
+    sem = _builder(sync_env, "sem", server.url, raw)
+    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
+    snap = read_current(sem)
+    assert cli(capsys, "knowledge", "push", "--dir", str(sem), "--no-lfs")[0] == 0
+    key = vectors_key("kn", snap, MODEL)
+    data = bytearray(bare_file(sync_env.bare, key) or b"")
+    data[-1] ^= 0x01
+    sync_env.seed({key: bytes(data)})
+    sync_env.home("home-b")
+    cons = sync_env.root("consumer")
+    write_config(cons, "ollama", "http://127.0.0.1:9")
+    rc, _o, err = cli(
+        capsys, "knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url
+    )
+    assert rc == 0
+    assert "checksum mismatch" in err
+    assert not vectors_path(cons, snap, MODEL).exists()
