@@ -269,6 +269,19 @@ def test_child_env_strips_tokens_and_inputs() -> None:
     assert d._child_env(d._cache_env())["CCE_SYNC_TOKEN"] == "tok"
 
 
+def test_semantic_inputs_reach_the_children_as_embed_settings() -> None:
+    d = ac.Driver(
+        {"semantic-url": " http://localhost:11434 ", "semantic-model": "nomic-embed-text"},
+        {"PATH": "/bin", "CCE_IN_SEMANTIC_URL": "x"},
+    )
+    assert d._child_env() == {
+        "PATH": "/bin",
+        "CCE_EMBED_URL": "http://localhost:11434",
+        "CCE_EMBED_MODEL": "nomic-embed-text",
+    }
+    assert "CCE_EMBED_URL" not in ac.Driver({}, {"PATH": "/bin"})._child_env()
+
+
 FIXTURES = TESTS / "act" / "fixtures"
 
 

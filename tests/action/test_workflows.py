@@ -43,6 +43,8 @@ EXPECTED_INPUTS = {
     "dry-run",
     "force",
     "ask-suite",
+    "semantic-url",
+    "semantic-model",
     "working-directory",
 }
 EXPECTED_OUTPUTS = {

@@ -151,6 +151,11 @@ class Driver:
         }
         # Children print plain text; we emit annotations ourselves from their JSON output.
         env.pop("GITHUB_ACTIONS", None)
+        # `semantic-url`/`semantic-model`: index and pull embed against that provider
+        # (e.g. a service container), push publishes the vectors (docs/semantic.md).
+        for name, var in (("semantic-url", "CCE_EMBED_URL"), ("semantic-model", "CCE_EMBED_MODEL")):
+            if v := self.inputs.get(name, "").strip():
+                env[var] = v
         env.update(extra or {})
         return env
 

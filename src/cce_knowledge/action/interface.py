@@ -15,6 +15,8 @@ INPUTS = (
     "dry-run",
     "force",
     "ask-suite",
+    "semantic-url",
+    "semantic-model",
     "working-directory",
 )
 
@@ -33,7 +35,15 @@ OUTPUTS = (
 STEP_INPUTS: dict[str, tuple[str, ...]] = {
     "run": INPUTS,
     "validate": ("files", "working-directory"),
-    "index": ("feed", "manifest", "extract", "source-token", "working-directory"),
+    "index": (
+        "feed",
+        "manifest",
+        "extract",
+        "source-token",
+        "semantic-url",
+        "semantic-model",
+        "working-directory",
+    ),
     "guard": (
         "corpus",
         "remote",
@@ -52,7 +62,15 @@ STEP_INPUTS: dict[str, tuple[str, ...]] = {
         "ask-suite",
         "working-directory",
     ),
-    "pull": ("corpus", "remote", "cache-token", "snapshot", "working-directory"),
+    "pull": (
+        "corpus",
+        "remote",
+        "cache-token",
+        "snapshot",
+        "semantic-url",
+        "semantic-model",
+        "working-directory",
+    ),
 }
 
 #: step → outputs it writes to $GITHUB_OUTPUT.

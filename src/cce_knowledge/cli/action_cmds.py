@@ -39,6 +39,8 @@ _HELP = {
     "fail-on-shrink": "true (default): fail when records would be dropped or a snapshot diverges",
     "skip-unchanged": "true (default): publish nothing when the remote already has this snapshot",
     "snapshot": "a published snapshot to install (default: the remote `current`)",
+    "semantic-url": "embedding server for index/pull (sets CCE_EMBED_URL; docs/semantic.md)",
+    "semantic-model": "embedding model for semantic-url (sets CCE_EMBED_MODEL)",
 }
 
 _STEP_HELP = {
