@@ -19,6 +19,13 @@ its headings (markdown.max_section_tokens, default 400), embedded, and written t
 ROOT/.cce/knowledge/<snapshot>.json; `current` then points at it. The snapshot id is
 the first 16 hex of the feed's sha256, so the same feed always gives the same bytes.
 
+Redaction (--redaction, else knowledge.redaction, else extended): `extended` applies
+the reference engine's rules and then the secret shapes of detect-secrets' regex
+plugins plus a few more (fine-grained GitHub tokens, Slack app tokens, Stripe test
+keys, unterminated PEM keys, DB_PASSWORD=... and "the password is ..."); `reference`
+applies the reference's rules exactly. A feed the extra rules find nothing in gives
+identical bytes either way.
+
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
 
@@ -41,6 +48,13 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         help="verify the feed against its cce.feed-manifest/v1 sidecar",
     )
     p.add_argument(
+        "--redaction",
+        choices=("extended", "reference"),
+        default=None,
+        help="secret redaction: extended (the default) or reference (the reference "
+        "engine's exact rules); default: knowledge.redaction in .cce/config",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         metavar="N",
@@ -55,7 +69,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    out = index_to_root(args.feed, root=args.dir, manifest=args.manifest, jobs=args.jobs)
+    out = index_to_root(
+        args.feed,
+        root=args.dir,
+        manifest=args.manifest,
+        jobs=args.jobs,
+        redaction=args.redaction,
+    )
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:
         lines.append(f"  manifest  : verified ({args.manifest}) \u2014 {out.records} records")

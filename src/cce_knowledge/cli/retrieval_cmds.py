@@ -134,7 +134,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         doc = [
             {
                 "rank": h.rank,
-                "record_id": h.record_id,
+                "record_id": h.display_id(),
                 "chunk_id": h.chunk_id,
                 "score": h.score,
                 "title": h.title,

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 _SCHEMA_CONFIG: Any = {"use_attribute_docstrings": True}
 
 Ranking = Literal["default", "reference", "hybrid"]
+Redaction = Literal["extended", "reference"]
 Source = Literal["code", "knowledge", "both"]
 
 DEFAULT_SECTION_TOKENS = 400
@@ -101,6 +102,11 @@ class KnowledgeSettings:
     """The cache repository of `cce knowledge push|pull`."""
     ranking: Ranking | None = None
     """Ours: the ranking `search`/`ask`/MCP use when `--ranking` is not given."""
+    redaction: Redaction = "extended"
+    """Ours: the secret redaction `cce knowledge index` applies when `--redaction` is
+    not given. `extended` (the default): the reference's rules plus the shapes of a
+    maintained secret-scanning rule set; `reference`: the reference engine's rules
+    exactly (byte-exact stores)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +146,7 @@ class Settings:
 #: Our own blocks under `knowledge:`, validated strictly by pydantic: name -> the type
 #: of its `KnowledgeSettings` field (a dataclass, or e.g. a Literal for a scalar).
 #: Adding a block: a field on KnowledgeSettings (default: off) and a line here.
-EXTENSION_BLOCKS: dict[str, Any] = {}
+EXTENSION_BLOCKS: dict[str, Any] = {"redaction": Redaction}
 
 # ------------------------------------------------------------------ reading
 

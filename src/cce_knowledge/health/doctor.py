@@ -18,7 +18,6 @@ from pathlib import Path
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
-from cce_knowledge.engine.redactor import redact as redact_secrets
 from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
 from cce_knowledge.retrieval import search_index_status
 from cce_knowledge.store.store_file import (
@@ -109,7 +108,9 @@ def scrub_scan(store: KnowledgeStore, redact: Callable[[str], str], r: Report) -
             "tampered with); re-index the feed, and if it was pushed, re-push (a local "
             "re-index does NOT scrub the remote .cck)"
         )
-    for rid in sorted(dirty_ids):
+    from cce_knowledge.engine.redaction import redact_for_display
+
+    for rid in sorted({redact_for_display(i) for i in dirty_ids}):
         r.advisory(
             f"knowledge record id `{rid}` contains secret-shaped content; record ids are "
             "addressing keys and cannot be redacted by re-index — fix the source adapter to "
@@ -255,9 +256,18 @@ def run_doctor(
     root: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None
 ) -> DoctorOutcome:
     """The whole report. Raises StoreError (exit 1) only when there is nothing to check."""
-    if redact is None:
-        redact = redact_secrets
     shown = os.fspath(root)
+    if redact is None:
+        # Judge the store by the redaction it is indexed with (knowledge.redaction).
+        from cce_knowledge.config.settings import load_settings
+        from cce_knowledge.core.errors import CceError
+        from cce_knowledge.engine.redaction import DEFAULT_REDACTION, redactor_for
+
+        try:
+            mode = load_settings(shown, warn=False).knowledge.redaction
+        except (CceError, OSError):
+            mode = DEFAULT_REDACTION
+        redact = redactor_for(mode)
     rootp = Path(shown)
     if not rootp.is_dir():
         raise StoreError(f"not a directory: {shown}")

@@ -19,7 +19,6 @@ from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
-from cce_knowledge.engine.redactor import redact
 from cce_knowledge.store.store_file import read_current, store_path
 from cce_knowledge.store.view import open_view
 from cce_knowledge.sync.marker import (
@@ -53,7 +52,9 @@ if TYPE_CHECKING:
 def strip_credentials(url: str) -> str:
     """A remote URL fit to print (`urls.display_url`), with any secret-shaped rest
     (a token in the path) redacted too."""
-    return redact(display_url(url))
+    from cce_knowledge.engine.redaction import redact_for_display
+
+    return redact_for_display(display_url(url))
 
 
 def _read_remote(remote: str, corpus_id: str) -> RemoteCurrent:

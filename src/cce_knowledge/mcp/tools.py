@@ -24,7 +24,6 @@ from cce_knowledge.config.reader import config_path
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError, UsageError
 from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
-from cce_knowledge.engine.redactor import redact
 from cce_knowledge.health.status import (
     REMOTE_CACHE_SECONDS,
     StoreFacts,
@@ -252,7 +251,9 @@ class KnowledgeTools:
     def display(self, record_id: str) -> str:
         """Record ids are shown redacted (they stay raw at rest: they are addresses)."""
         if self._redact is None:
-            self._redact = redact
+            from cce_knowledge.engine.redaction import redact_for_display
+
+            self._redact = redact_for_display
         out: str = self._redact(record_id)
         return out
 

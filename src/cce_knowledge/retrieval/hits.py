@@ -31,7 +31,13 @@ class Hit:
 
     def citation(self) -> str:
         """`record_id:start-end` — where the answer is, for humans and agents."""
-        return f"{self.record_id}:{self.start_line}-{self.end_line}"
+        return f"{self.display_id()}:{self.start_line}-{self.end_line}"
+
+    def display_id(self) -> str:
+        """The record id fit to show: redacted (ids stay raw at rest: they are addresses)."""
+        from cce_knowledge.engine.redaction import redact_for_display
+
+        return redact_for_display(self.record_id)
 
 
 _CC_TRANS = {c: " " for c in [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}

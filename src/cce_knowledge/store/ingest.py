@@ -32,7 +32,7 @@ from cce_knowledge.core.jsonout import json_str
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
-from cce_knowledge.engine.redactor import redact
+from cce_knowledge.engine.redaction import DEFAULT_REDACTION, Redaction, redactor_for
 from cce_knowledge.store.store_file import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -57,42 +57,43 @@ def snapshot_id(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-_FACET_CACHE: dict[str, str] = {}
+_FACET_CACHE: dict[tuple[Redaction, str], str] = {}
 _FACET_CACHE_MAX = 200_000
 
 
-def _redact_facet(v: str) -> str:
-    """`redact` memoised for short values: labels, sources, states and links repeat."""
-    r = _FACET_CACHE.get(v)
+def _redact_facet(v: str, mode: Redaction) -> str:
+    """The facet redaction memoised for short values: labels, sources, states and
+    links repeat."""
+    r = _FACET_CACHE.get((mode, v))
     if r is None:
-        r = redact(v)
+        r = redactor_for(mode)(v)
         if len(v) <= 512 and len(_FACET_CACHE) < _FACET_CACHE_MAX:
-            _FACET_CACHE[v] = r
+            _FACET_CACHE[(mode, v)] = r
     return r
 
 
-def _opt(v: str | None) -> str | None:
-    return None if v is None else _redact_facet(v)
+def _opt(v: str | None, mode: Redaction) -> str | None:
+    return None if v is None else _redact_facet(v, mode)
 
 
-def _facets(rec: KnowledgeRecord) -> dict[str, Any]:
+def _facets(rec: KnowledgeRecord, mode: Redaction) -> dict[str, Any]:
     """Every facet redacted on its own (title after trimming); the id stays raw."""
     return {
         "record_id": rec.id,
-        "source": _redact_facet(rec.source),
-        "url": _opt(rec.url),
-        "state": _opt(rec.state),
-        "state_reason": _opt(rec.state_reason),
-        "updated_at": _opt(rec.updated_at),
-        "group": _opt(rec.group),
-        "labels": [_redact_facet(x) for x in rec.labels],
-        "title": _redact_facet(rs_trim(rec.title)),
-        "links": [_redact_facet(x) for x in rec.links],
+        "source": _redact_facet(rec.source, mode),
+        "url": _opt(rec.url, mode),
+        "state": _opt(rec.state, mode),
+        "state_reason": _opt(rec.state_reason, mode),
+        "updated_at": _opt(rec.updated_at, mode),
+        "group": _opt(rec.group, mode),
+        "labels": [_redact_facet(x, mode) for x in rec.labels],
+        "title": _redact_facet(rs_trim(rec.title), mode),
+        "links": [_redact_facet(x, mode) for x in rec.links],
     }
 
 
-def _sections(rec: KnowledgeRecord, budget: int) -> list[MdChunk]:
-    return chunk_markdown(rec.id, redact(render_document(rec)), budget)
+def _sections(rec: KnowledgeRecord, budget: int, mode: Redaction) -> list[MdChunk]:
+    return chunk_markdown(rec.id, redactor_for(mode)(render_document(rec)), budget)
 
 
 def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> KnowledgeChunk:
@@ -119,22 +120,29 @@ def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> 
     )
 
 
-def record_chunks(rec: KnowledgeRecord, budget: int) -> list[KnowledgeChunk]:
+def record_chunks(
+    rec: KnowledgeRecord, budget: int, redaction: Redaction = DEFAULT_REDACTION
+) -> list[KnowledgeChunk]:
     """The store chunks of one record, in chunker order."""
-    md = _sections(rec, budget)
+    md = _sections(rec, budget, redaction)
     if not md:
         return []
-    facets = _facets(rec)
+    facets = _facets(rec, redaction)
     return [_store_chunk(c, facets, hash_embed_bytes(c.raw)) for c in md]
 
 
-def record_chunk_texts(rec: KnowledgeRecord, budget: int, cache: dict[bytes, str]) -> list[str]:
+def record_chunk_texts(
+    rec: KnowledgeRecord,
+    budget: int,
+    cache: dict[bytes, str],
+    redaction: Redaction = DEFAULT_REDACTION,
+) -> list[str]:
     """`chunk_json` of each chunk of one record. `cache` maps section bytes to their
     embedding text: identical sections (templates, boilerplate) embed and format once."""
-    md = _sections(rec, budget)
+    md = _sections(rec, budget, redaction)
     if not md:
         return []
-    facets = _facets(rec)
+    facets = _facets(rec, redaction)
     out: list[str] = []
     for c in md:
         emb = cache.get(c.raw)
@@ -166,19 +174,24 @@ def parse_records(raw: bytes) -> list[KnowledgeRecord]:
 
 
 def ingest_records(
-    records: Sequence[KnowledgeRecord], snapshot: str, budget: int = DEFAULT_BUDGET
+    records: Sequence[KnowledgeRecord],
+    snapshot: str,
+    budget: int = DEFAULT_BUDGET,
+    redaction: Redaction = DEFAULT_REDACTION,
 ) -> KnowledgeStore:
     chunks: list[KnowledgeChunk] = []
     for rec in records:
-        chunks.extend(record_chunks(rec, budget))
+        chunks.extend(record_chunks(rec, budget, redaction))
     return KnowledgeStore(snapshot=snapshot, records=len(records), chunks=chunks)
 
 
-def ingest_feed(raw: bytes, budget: int = DEFAULT_BUDGET) -> KnowledgeStore:
+def ingest_feed(
+    raw: bytes, budget: int = DEFAULT_BUDGET, redaction: Redaction = DEFAULT_REDACTION
+) -> KnowledgeStore:
     """Parse and ingest a whole `cce.knowledge/v1` feed into a store model."""
     if budget == 0:
         budget = DEFAULT_BUDGET
-    return ingest_records(parse_records(raw), snapshot_id(raw), budget)
+    return ingest_records(parse_records(raw), snapshot_id(raw), budget, redaction)
 
 
 # ---------------------------------------------------------------- fast path
@@ -197,14 +210,14 @@ class IndexResult:
 _LINE_PREFIX = re.compile(r"^line (\d+):")
 
 
-def _render_segment(args: tuple[bytes, int, int]) -> tuple[str, int, int, bytes]:
+def _render_segment(args: tuple[bytes, int, int, Redaction]) -> tuple[str, int, int, bytes]:
     """Parse and render one line-aligned slice of the feed.
 
     Returns `(status, records, chunks, payload)`: status "ok" with the chunk objects
     joined by `,\n` as UTF-8, "utf8" for undecodable bytes, or "parse" with the
     error message (line numbers shifted to the whole feed) as payload.
     """
-    seg, first_line, budget = args
+    seg, first_line, budget, redaction = args
     try:
         text = seg.decode("utf-8")
     except UnicodeDecodeError:
@@ -218,7 +231,7 @@ def _render_segment(args: tuple[bytes, int, int]) -> tuple[str, int, int, bytes]
         return "parse", 0, 0, msg.encode("utf-8")
     texts: list[str] = []
     for rec in records:
-        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE))
+        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE, redaction))
     return "ok", len(records), len(texts), ",\n".join(texts).encode("utf-8")
 
 
@@ -243,10 +256,13 @@ def default_workers() -> int:
 
 
 def render_feed(
-    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+    raw: bytes,
+    budget: int = DEFAULT_BUDGET,
+    workers: int = 1,
+    redaction: Redaction = DEFAULT_REDACTION,
 ) -> tuple[IndexResult, bytes]:
     """Parse, ingest and render a feed straight to store bytes (see `render_feed_parts`)."""
-    result, parts = render_feed_parts(raw, budget, workers)
+    result, parts = render_feed_parts(raw, budget, workers, redaction)
     return result, b"".join(parts)
 
 
@@ -256,13 +272,15 @@ _Result = tuple[str, int, int, bytes]
 _SHARED_RAW: bytes | None = None
 
 
-def _render_shared(args: tuple[int, int, int, int]) -> _Result:
-    start, end, first_line, budget = args
+def _render_shared(args: tuple[int, int, int, int, Redaction]) -> _Result:
+    start, end, first_line, budget, redaction = args
     assert _SHARED_RAW is not None
-    return _render_segment((_SHARED_RAW[start:end], first_line, budget))
+    return _render_segment((_SHARED_RAW[start:end], first_line, budget, redaction))
 
 
-def iter_rendered(raw: bytes, budget: int, workers: int) -> Iterator[_Result]:
+def iter_rendered(
+    raw: bytes, budget: int, workers: int, redaction: Redaction = DEFAULT_REDACTION
+) -> Iterator[_Result]:
     """`_render_segment` results for line-aligned slices of `raw`, in feed order.
 
     With `workers > 1` the slices are rendered by worker processes; the iterator still
@@ -274,7 +292,7 @@ def iter_rendered(raw: bytes, budget: int, workers: int) -> Iterator[_Result]:
         # Slices bound the transient text of one render to a few MB.
         segs = _segments(raw, _MAX_SEGMENT) or [(0, 0, 1)]
         for a, b, ln in segs:
-            yield _render_segment((raw[a:b], ln, budget))
+            yield _render_segment((raw[a:b], ln, budget, redaction))
         return
     target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
     segs = _segments(raw, target)
@@ -283,10 +301,14 @@ def iter_rendered(raw: bytes, budget: int, workers: int) -> Iterator[_Result]:
         if fork:
             _SHARED_RAW = raw
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-                yield from pool.map(_render_shared, [(a, b, ln, budget) for a, b, ln in segs])
+                yield from pool.map(
+                    _render_shared, [(a, b, ln, budget, redaction) for a, b, ln in segs]
+                )
         else:  # pragma: no cover - platforms without fork pickle each slice
             with ProcessPoolExecutor(workers) as pool:
-                yield from pool.map(_render_segment, ((raw[a:b], ln, budget) for a, b, ln in segs))
+                yield from pool.map(
+                    _render_segment, ((raw[a:b], ln, budget, redaction) for a, b, ln in segs)
+                )
     except BrokenProcessPool as e:
         raise CceError(f"an index worker process died: {e}") from e
     finally:
@@ -339,7 +361,10 @@ _STORE_TAIL = b"\n  ]\n}\n"
 
 
 def render_feed_parts(
-    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+    raw: bytes,
+    budget: int = DEFAULT_BUDGET,
+    workers: int = 1,
+    redaction: Redaction = DEFAULT_REDACTION,
 ) -> tuple[IndexResult, list[bytes]]:
     """Parse, ingest and render a feed to store-file parts (concatenate to get the file).
 
@@ -350,7 +375,7 @@ def render_feed_parts(
         budget = DEFAULT_BUDGET
     body: list[bytes] = []
     col = _Collector(body.append)
-    for r in iter_rendered(raw, budget, workers):
+    for r in iter_rendered(raw, budget, workers, redaction):
         col.add(r)
     col.check()
     snapshot = snapshot_id(raw)
@@ -361,10 +386,13 @@ def render_feed_parts(
 
 
 def index_feed(
-    raw: bytes, budget: int = DEFAULT_BUDGET, workers: int = 1
+    raw: bytes,
+    budget: int = DEFAULT_BUDGET,
+    workers: int = 1,
+    redaction: Redaction = DEFAULT_REDACTION,
 ) -> tuple[IndexResult, bytes]:
     """Alias of `render_feed` (the store-bytes fast path)."""
-    return render_feed(raw, budget, workers)
+    return render_feed(raw, budget, workers, redaction)
 
 
 _PARALLEL_MIN_BYTES = 256 * 1024
@@ -392,8 +420,11 @@ def index_to_root(
     manifest: str | None = None,
     jobs: int | None = None,
     settings: Settings | None = None,
+    redaction: Redaction | None = None,
 ) -> IndexResult:
     """`cce knowledge index`: checks in the reference order, then one atomic save.
+
+    `redaction` (default: `knowledge.redaction`, else extended) picks the redactor.
 
     Nothing is written before the save; the save writes the snapshot, then `current`,
     then prunes older snapshots, under the knowledge directory's writer lock.
@@ -405,6 +436,8 @@ def index_to_root(
     if not settings.knowledge.enabled:
         raise CceError("knowledge is disabled (knowledge.enabled: false in .cce/config)")
     budget = settings.markdown.max_section_tokens
+    if redaction is None:
+        redaction = settings.knowledge.redaction
     try:
         raw = Path(feed).read_bytes()
     except OSError as e:
@@ -419,7 +452,7 @@ def index_to_root(
         lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
         try:
             with progress.task("index", total=lines, unit="records") as bar:
-                for r in iter_rendered(raw, budget, jobs or default_workers()):
+                for r in iter_rendered(raw, budget, jobs or default_workers(), redaction):
                     col.add(r)
                     bar.advance(r[1])
                 bar.set_total(col.records)

@@ -59,7 +59,10 @@ def diff_stores(local: KnowledgeStore, remote: KnowledgeStore) -> RecordDiff:
 def format_id_list(ids: list[str]) -> str:
     if not ids:
         return "0"
-    shown = ", ".join(ids[:MAX_LISTED])
+    from cce_knowledge.engine.redaction import redact_for_display
+
+    # Record ids are addresses, kept raw at rest; shown, they are redacted like MCP does.
+    shown = ", ".join(redact_for_display(i) for i in ids[:MAX_LISTED])
     if len(ids) > MAX_LISTED:
         return f"{len(ids)} — {shown} … and {len(ids) - MAX_LISTED} more"
     return f"{len(ids)} — {shown}"

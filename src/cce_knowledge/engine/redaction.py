@@ -1,0 +1,38 @@
+"""Which redaction index applies, and redaction for display.
+
+`extended` (the default) is the reference's rules plus more secret shapes
+(extended_redactor.py); `reference` is the reference engine's redactor exactly
+(redactor.py), for byte-exact stores. A feed in which the extended rules find nothing
+gives the same bytes either way. Output meant for people or agents (record ids in
+search, ask, MCP and doctor) always goes through the extended rules: display never
+needs to be byte-exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+Redaction = Literal["extended", "reference"]
+REDACTIONS: tuple[Redaction, ...] = ("extended", "reference")
+DEFAULT_REDACTION: Redaction = "extended"
+
+
+def redactor_for(mode: Redaction) -> Callable[[str], str]:
+    """The redaction function of `mode`."""
+    if mode == "reference":
+        from cce_knowledge.engine.redactor import redact
+
+        return redact
+    if mode == "extended":
+        from cce_knowledge.engine.extended_redactor import redact_extended
+
+        return redact_extended
+    raise ValueError(f"unknown redaction {mode!r} (one of {', '.join(REDACTIONS)})")
+
+
+def redact_for_display(text: str) -> str:
+    """`text` fit to show: every rule, whatever the store was indexed with."""
+    from cce_knowledge.engine.extended_redactor import redact_extended
+
+    return redact_extended(text)
