@@ -130,9 +130,8 @@ def test_the_reference_unit_cases_pinned_as_left_alone_stay_so_in_reference_mode
     assert "://user:password@" not in _store(tmp_path / "ext").decode()
 
 
-def test_push_and_pull_carry_the_redacted_store(
-    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _publish(sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """Index the feed in the default mode and push it as corpus `c`: (feed, root)."""
     feed = _feed(sync_env.tmp / "feed.jsonl")
     src = sync_env.root("builder")
     _index(capsys, feed, src)
@@ -140,6 +139,13 @@ def test_push_and_pull_carry_the_redacted_store(
         capsys, "knowledge", "push", "--corpus", "c", "--remote", sync_env.url, "--dir", str(src)
     )
     assert rc == 0, err
+    return feed, src
+
+
+def test_push_and_pull_carry_the_redacted_store(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, src = _publish(sync_env, capsys)
     dst = sync_env.root("consumer")
     rc, _, err = cli(
         capsys, "knowledge", "pull", "--corpus", "c", "--remote", sync_env.url, "--dir", str(dst)
@@ -153,13 +159,7 @@ def test_push_and_pull_carry_the_redacted_store(
 def test_the_shrink_guard_lists_record_ids_redacted(
     sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    feed = _feed(sync_env.tmp / "feed.jsonl")
-    src = sync_env.root("builder")
-    _index(capsys, feed, src)
-    rc, _, err = cli(
-        capsys, "knowledge", "push", "--corpus", "c", "--remote", sync_env.url, "--dir", str(src)
-    )
-    assert rc == 0, err
+    feed, src = _publish(sync_env, capsys)
     smaller = sync_env.tmp / "smaller.jsonl"
     smaller.write_text(feed.read_text().split("\n")[1] + "\n")
     _index(capsys, smaller, src)
