@@ -146,7 +146,9 @@ def test_make_remote_and_scrub(monkeypatch: pytest.MonkeyPatch) -> None:
     assert slug(tok) == slug(plain)  # the token never shapes the clone directory
     assert "SeCrEt123" not in repr(tok)
     env = tok.git_env()
-    assert list(env) == ["http.https://github.com/.extraheader"]
+    # The header is scoped to the origin, and a redirect never carries it elsewhere.
+    assert list(env) == ["http.https://github.com/.extraheader", "http.followRedirects"]
+    assert env["http.followRedirects"] == "false"
     assert "SeCrEt123" not in env["http.https://github.com/.extraheader"]  # base64'd, env only
     assert make_remote("ssh://git@host/x.git").url == "ssh://git@host/x.git"
     assert make_remote("file:///x").git_env() == {}
