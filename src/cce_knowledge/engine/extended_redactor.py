@@ -184,7 +184,8 @@ def prefilter_of(
     anchor = None
     if anchored is not None and min(len(x) for x in anchored[0]) >= 2:
         lits = anchored[0]
-        anchor = (_minimal(frozenset(x.lower() for x in lits) if icase else lits), *anchored[1:])
+        # Not minimised: a literal's offset in the match is what the anchor states.
+        anchor = (frozenset(x.lower() for x in lits) if icase else lits, *anchored[1:])
     best = _best(parsed)
     cands = [c for c in (best, anchored[0] if anchored else None) if c]
     if not cands:
