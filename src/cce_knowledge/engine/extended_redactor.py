@@ -182,7 +182,16 @@ def prefilter_of(
     icase = bool(parsed.state.flags & re.IGNORECASE) or _has_icase(parsed)
     anchored = _anchor(parsed)
     anchor = None
-    if anchored is not None and min(len(x) for x in anchored[0]) >= 2:
+    # A case-sensitive pattern that starts with two literal characters is already
+    # searched at C speed by `re` (a literal-prefix scan): no anchor needed.
+    items = list(parsed)
+    literal_start = (
+        not icase
+        and len(items) >= 2
+        and items[0][0] is sre_c.LITERAL
+        and items[1][0] is sre_c.LITERAL
+    )
+    if anchored is not None and not literal_start and min(len(x) for x in anchored[0]) >= 2:
         lits = anchored[0]
         # Not minimised: a literal's offset in the match is what the anchor states.
         anchor = (frozenset(x.lower() for x in lits) if icase else lits, *anchored[1:])
@@ -342,6 +351,33 @@ def _present(required: frozenset[str], found: set[str], low: str) -> bool:
     return any(n in found if len(n) > _SHORT else n in low for n in required)
 
 
+@cache
+def _index() -> tuple[tuple[str, ...], dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """(the short required literals, literal -> rules needing it, rules that always run)."""
+    by_needle: dict[str, list[int]] = {}
+    always: list[int] = []
+    for i, r in enumerate(rules()):
+        if r.required is None:
+            always.append(i)
+            continue
+        for n in r.required:
+            by_needle.setdefault(n, []).append(i)
+    short = tuple(sorted(n for n in by_needle if len(n) <= _SHORT))
+    return short, {n: tuple(v) for n, v in by_needle.items()}, tuple(always)
+
+
+def _candidates(low: str) -> list[Rule]:
+    """The rules whose required literals `low` contains (and those with none), in order."""
+    short, by_needle, always = _index()
+    found = {n for _, n in _automaton().iter(low)}
+    found.update(n for n in short if n in low)
+    picked = set(always)
+    for n in found:
+        picked.update(by_needle.get(n, ()))
+    table = rules()
+    return [table[i] for i in sorted(picked)]
+
+
 def _anchor_starts(r: Rule, text: str, low: str) -> list[int] | None:
     """The starts an anchored rule can match at; None: scan every position."""
     if r.anchor is None:
@@ -381,11 +417,8 @@ def _matches(r: Rule, text: str, low: str) -> list[re.Match[str]]:
 def find_spans(text: str) -> list[tuple[int, int, str]]:
     """Every (start, end, label) the extended rules flag in `text`, unsorted."""
     low = _fold(text)
-    found = {n for _, n in _automaton().iter(low)}
     spans: list[tuple[int, int, str]] = []
-    for r in rules():
-        if r.required is not None and not _present(r.required, found, low):
-            continue
+    for r in _candidates(low):
         for m in _matches(r, text, low):
             if r.kind == "assignment":
                 span = _assignment_span(text, m)
