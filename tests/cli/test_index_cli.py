@@ -499,3 +499,40 @@ def test_empty_feed_replaces_the_store_with_a_warning(
     # a feed with records says nothing on stderr
     rc, _, err = run(capsys, str(CURATED), "--dir", str(tmp_path))
     assert rc == 0 and err == ""
+
+
+def test_a_record_over_the_size_limit_is_refused_by_line_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 12 item 9: one 9 MiB record (a 50 MB one used 2.1 GB) is refused up front."""
+    root = tmp_path / "r"
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"id": "a", "title": "A", "body": "small", "source": "t"}) + "\n")
+    assert main(["knowledge", "index", str(good), "--dir", str(root)]) == 0
+    before = {
+        p.name: p.read_bytes() for p in (root / ".cce" / "knowledge").iterdir() if p.is_file()
+    }
+    big = tmp_path / "big.jsonl"
+    rec = {"id": "b", "title": "B", "body": "word " * (9 << 18), "source": "t"}
+    big.write_text(good.read_text() + json.dumps(rec) + "\n")
+    size = len(json.dumps(rec))
+    capsys.readouterr()
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-m", "cce_knowledge", "knowledge", "index", str(big), "--dir", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stderr == (
+        f"error: {big}:2: the record is {size} bytes; index takes records of up to 8388608 "
+        "bytes (--max-record-bytes) — indexing one costs ~36x its size in memory; split the "
+        "record or raise the limit\n"
+    )
+    assert time.monotonic() - t0 < 60
+    after = {p.name: p.read_bytes() for p in (root / ".cce" / "knowledge").iterdir() if p.is_file()}
+    assert after == before
+    # The limit is a flag: raised, the same feed indexes.
+    rc = main(["knowledge", "index", str(big), "--dir", str(root), "--max-record-bytes", str(size)])
+    assert rc == 0

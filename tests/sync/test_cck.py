@@ -272,3 +272,96 @@ def test_chunk_digests_match_the_model(jobs: int, monkeypatch: pytest.MonkeyPatc
     assert digests_from_chunks(pairs) == record_digests(store)
     with pytest.raises(CckError, match=r"^checksum mismatch"):
         cck.import_chunk_digests(data.replace(b"body 3 ", b"body 4 ", 1), jobs=jobs)
+
+
+# ------------------------------------------------------------------ strict path, streamed
+
+
+def _strict_outcome(data: bytes) -> tuple[str, bytes | str]:
+    from cce_knowledge.sync.cck import CckError, strict_import_to_store_bytes
+
+    try:
+        return "ok", strict_import_to_store_bytes(data, jobs=1)[1]
+    except CckError as e:
+        return "error", e.message
+
+
+def _streamed_outcome(data: bytes) -> tuple[str, bytes | str]:
+    """The strict streamed outcome; also checks the Python fast path's streamed form
+    either renders those same bytes or hands over (FastPathMiss / None)."""
+    import mmap
+    import tempfile
+
+    from cce_knowledge.sync.cck import (
+        CckError,
+        FastPathMiss,
+        fast_stream_store_parts,
+        strict_stream_store_parts,
+    )
+
+    with tempfile.TemporaryFile() as f:  # through a mapped file, as pull reads it
+        f.write(data)
+        f.flush()
+        if not data:
+            view: bytes | mmap.mmap = b""
+        else:
+            view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        fast: bytes | None = None
+        head = fast_stream_store_parts(view)
+        if head is not None:
+            try:
+                fast = b"".join(head[1])
+            except FastPathMiss:
+                fast = None
+        try:
+            _, parts = strict_stream_store_parts(view)
+            out = b"".join(parts)
+        except CckError as e:
+            assert fast is None, "the fast path installed what the strict path refuses"
+            return "error", e.message
+        assert fast is None or fast == out
+        return "ok", out
+
+
+_BASE_CCK = export_cck(ingest_feed(CURATED.read_bytes()), "fixture").data
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cuts=st.lists(
+        st.tuples(
+            st.integers(0, len(_BASE_CCK)),
+            st.sampled_from([b"", b"\n", b"\xff", b"\xe2\x82", b"\\u0023", b"x", b'"', b"\r"]),
+            st.integers(0, 3),
+        ),
+        max_size=3,
+    )
+)
+def test_streamed_strict_import_matches_the_in_memory_one(
+    cuts: list[tuple[int, bytes, int]],
+) -> None:
+    """Damaged artifacts: the streamed strict path installs the same bytes or refuses
+    with the same first error as the in-memory strict path."""
+    data = _BASE_CCK
+    for at, insert, drop in cuts:
+        at = min(at, len(data))
+        data = data[:at] + insert + data[at + drop :]
+    assert _streamed_outcome(data) == _strict_outcome(data)
+
+
+def test_streamed_strict_import_of_edge_shapes() -> None:
+    head = _BASE_CCK.split(b"\n", 1)[0]
+    for data in (b"", b"\n", b"\n\n", head, head + b"\n", _BASE_CCK[:-1], _BASE_CCK + b"\n"):
+        assert _streamed_outcome(data) == _strict_outcome(data), data[:40]
+
+
+def test_fast_streamed_parts_over_many_ranges_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cce_knowledge.sync import cck as C
+
+    store = ingest_feed(CURATED.read_bytes() * 1)
+    many = KnowledgeStore(store.snapshot, store.records, store.chunks * 1)
+    data = export_cck(many, "fixture").data
+    monkeypatch.setattr(C, "_RANGE_BYTES", 200)  # one line per range
+    head = C.fast_stream_store_parts(data)
+    assert head is not None
+    assert b"".join(head[1]) == C.strict_import_to_store_bytes(data, jobs=1)[1]

@@ -55,6 +55,13 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "engine's exact rules); default: knowledge.redaction in .cce/config",
     )
     p.add_argument(
+        "--max-record-bytes",
+        type=int,
+        metavar="N",
+        help="refuse a record (feed line) longer than N bytes; each costs ~36x its size in "
+        "memory (default 8388608 = 8 MiB)",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         metavar="N",
@@ -69,12 +76,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if args.max_record_bytes is not None and args.max_record_bytes < 1:
+        raise UsageError("--max-record-bytes must be at least 1")
     out = index_to_root(
         args.feed,
         root=args.dir,
         manifest=args.manifest,
         jobs=args.jobs,
         redaction=args.redaction,
+        max_record_bytes=args.max_record_bytes,
     )
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:

@@ -117,6 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        # A typed answer, never a traceback: say what ran out and what to try.
+        sys.stdout.flush()
+        print(
+            "error: out of memory — the input is too large for the memory this process may "
+            "use (raise the limit, or split the input)",
+            file=sys.stderr,
+        )
+        return 1
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)

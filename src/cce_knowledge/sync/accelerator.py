@@ -1,7 +1,7 @@
 """The native accelerator's Python side: streamed `.cck` → store import for pull,
 and the scans push uses (the shrink guard's digests, the store → `.cck` export).
 
-Pull's import is the same canonical-artifact fast path as `cck._fast_store_parts`
+Pull's import is the same canonical-artifact fast path as `cck.fast_store_parts`
 (same bytes; the strict path still decides every error), arranged so its cost is the
 work and not its sum:
 

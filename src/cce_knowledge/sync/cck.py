@@ -10,7 +10,7 @@ hashing the received bytes, so we accept exactly the byte variants it accepts.
 
 Two fast paths sit in front of the strict code and hand over to it on anything
 unusual, so the strict code alone decides errors: pull's canonical-artifact path
-(`_fast_store_parts`: lines proven canonical by a regex, raw body hashed, store text
+(`fast_store_parts`: lines proven canonical by a regex, raw body hashed, store text
 rendered from the tokens) and push's store-file path (`fast_export_store_bytes`).
 """
 
@@ -30,7 +30,7 @@ import struct
 import sys
 import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal, TypeVar
@@ -426,15 +426,6 @@ def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckMani
     return strict_import_to_store_bytes(data, jobs)
 
 
-def import_to_store_parts(data: bytes, jobs: int | None = None) -> tuple[CckManifest, list[bytes]]:
-    """`import_to_store_bytes` as parts whose concatenation is the store file."""
-    fast = _fast_store_parts(data, jobs)
-    if fast is not None:
-        return fast
-    m, raw = strict_import_to_store_bytes(data, jobs)
-    return m, [raw]
-
-
 def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckManifest, bytes]:
     """`import_to_store_bytes` without the canonical fast path (the reference's procedure)."""
     m, pieces = _split(data)
@@ -445,6 +436,88 @@ def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[
     if not segs:
         return m, head + b'  "chunks": []\n}\n'
     return m, head + b'  "chunks": [\n' + b",\n".join(segs) + b"\n  ]\n}\n"
+
+
+# ---------------------------------------------------------------- strict path, streamed
+#
+# `strict_import_to_store_bytes` holds the decoded text, its lines and the rendered
+# store at once (~15x a damaged 300 MB artifact). Pull uses this streamed form of the
+# same procedure instead: a first pass checks UTF-8 and counts lines (the same first
+# errors, in the same order), then each line is parsed, hashed and rendered in turn;
+# the checksum is compared after the last line, before the install renames anything.
+
+#: Store text handed to the writer per part.
+_STREAM_PART = 8 << 20
+
+
+def _utf8_error(e: UnicodeDecodeError, offset: int) -> str:
+    """Python's UnicodeDecodeError text, with positions in the whole artifact."""
+    start, end = e.start + offset, e.end + offset
+    if e.end - e.start == 1:
+        bad = e.object[e.start]
+        return f"'utf-8' codec can't decode byte 0x{bad:02x} in position {start}: {e.reason}"
+    return f"'utf-8' codec can't decode bytes in position {start}-{end - 1}: {e.reason}"
+
+
+def _lines(data: Artifact) -> Iterator[tuple[int, int]]:
+    """(start, end) of each piece of `data.split("\n")` minus a trailing empty one."""
+    n, pos = len(data), 0
+    while pos < n:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            yield pos, n
+            return
+        yield pos, end
+        pos = end + 1
+
+
+def strict_stream_store_parts(data: Artifact) -> tuple[CckManifest, Iterator[bytes]]:
+    """`strict_import_to_store_bytes` in bounded memory: (manifest, store parts).
+
+    Same checks, same first error, same bytes. The iterator raises CckError on a bad
+    chunk line or, after the last part, on a checksum mismatch."""
+    count = 0
+    first: tuple[int, int] | None = None
+    for start, end in _lines(data):
+        try:  # with its newline, so a sequence cut by the line end reads as in the whole
+            bytes(data[start : end + 1]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CckError(f"artifact is not UTF-8: {_utf8_error(e, start)}") from e
+        first = first or (start, end)
+        count += 1
+    if first is None:
+        raise CckError("artifact too short: need at least a manifest line")
+    m = _manifest(_loads(bytes(data[first[0] : first[1]]).decode("utf-8"), "manifest"))
+    if count != m.chunk_count + 1:
+        raise CckError(
+            f"artifact line count {count} does not match chunk_count {m.chunk_count} "
+            f"(expected {m.chunk_count + 1})"
+        )
+
+    def parts() -> Iterator[bytes]:
+        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+        yield _store_head(m)
+        if m.chunk_count == 0:
+            _check(m, h.hexdigest())
+            yield b'  "chunks": []\n}\n'
+            return
+        yield b'  "chunks": [\n'
+        texts: list[str] = []
+        size = 0
+        lines = _lines(data)
+        next(lines)  # the manifest
+        for i, (start, end) in enumerate(lines):
+            c, line = _parse_chunk(bytes(data[start:end]).decode("utf-8"))
+            h.update((line + "\n").encode("utf-8"))
+            texts.append(chunk_json(c))
+            size += len(texts[-1])
+            if size >= _STREAM_PART and i + 1 < m.chunk_count:
+                yield (",\n".join(texts) + ",\n").encode("utf-8")
+                texts, size = [], 0
+        _check(m, h.hexdigest())
+        yield (",\n".join(texts) + "\n  ]\n}\n").encode("utf-8")
+
+    return m, parts()
 
 
 # ---------------------------------------------------------------- fast path: canonical artifacts
@@ -529,7 +602,7 @@ _ITEM_SEP = b",\n        "
 #: values repeat heavily; keying by bits keeps -0.0 and NaN payloads apart for free.
 _BITS_TEXT: dict[int, bytes] = {}
 _BITS_TEXT_MAX = 1_000_000
-_FAST_DATA = b""
+_FAST_DATA: Artifact = b""
 
 
 def prefetch_numpy() -> None:
@@ -728,12 +801,15 @@ def _line_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, i
 
 def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes] | None:
     """`import_to_store_bytes` for a canonical artifact; None means "ask the strict path"."""
-    fast = _fast_store_parts(data, jobs)
+    fast = fast_store_parts(data, jobs)
     return None if fast is None else (fast[0], b"".join(fast[1]))
 
 
-def _fast_store_parts(data: bytes, jobs: int | None) -> tuple[CckManifest, list[bytes]] | None:
-    """The store bytes as parts (no joined copy of a large store)."""
+def fast_store_parts(
+    data: bytes, jobs: int | None = None
+) -> tuple[CckManifest, list[bytes]] | None:
+    """The store bytes of a canonical artifact as parts (no joined copy of a large
+    store); None when the strict path has to decide."""
     fast = _fast_run(data, jobs, _fast_render)
     if fast is None:
         return None
@@ -746,6 +822,60 @@ def _fast_store_parts(data: bytes, jobs: int | None) -> tuple[CckManifest, list[
         out += (seg, b",\n")
     out[-1] = b"\n  ]\n}\n"
     return m, out
+
+
+class FastPathMiss(CckError):
+    """The canonical fast path cannot decide this artifact: the strict path must."""
+
+
+def _newlines(data: Artifact, lo: int, hi: int) -> int:
+    """`data.count(b"\\n", lo, hi)` for bytes or an mmap (counted in blocks)."""
+    if isinstance(data, bytes):
+        return data.count(b"\n", lo, hi)
+    return sum(
+        data[i : min(i + _RANGE_BYTES, hi)].count(b"\n") for i in range(lo, hi, _RANGE_BYTES)
+    )
+
+
+def fast_stream_store_parts(data: Artifact) -> tuple[CckManifest, Iterator[bytes]] | None:
+    """`fast_store_parts` in bounded memory, for a mapped artifact: one line range is
+    rendered at a time, and the iterator raises FastPathMiss (before yielding the
+    closing part) when a range or the checksum leaves the decision to the strict
+    path. None when the manifest already does."""
+    head = fast_head(data)
+    if head is None:
+        return None
+    m, lo = head
+    hi = len(data)
+    if _newlines(data, lo, hi) != m.chunk_count:
+        return None
+
+    def parts() -> Iterator[bytes]:
+        global _FAST_DATA
+        yield _store_head(m)
+        bounds = _line_ranges(data, lo, hi, _range_count(hi - lo, 1))  # type: ignore[arg-type]
+        if not bounds:
+            if not _fast_verified(m, data, lo):
+                raise FastPathMiss("checksum")
+            yield b'  "chunks": []\n}\n'
+            return
+        yield b'  "chunks": [\n'
+        _FAST_DATA = data
+        try:
+            for i, b in enumerate(bounds):
+                r = _fast_render(b)
+                if r is None or r[0] == 0:
+                    raise FastPathMiss("not canonical")
+                if i + 1 < len(bounds):
+                    yield r[1] + b",\n"
+                else:
+                    if not _fast_verified(m, data, lo):
+                        raise FastPathMiss("checksum")
+                    yield r[1] + b"\n  ]\n}\n"
+        finally:
+            _FAST_DATA = b""
+
+    return m, parts()
 
 
 def _fast_run(
@@ -1096,12 +1226,3 @@ def fast_export_store_bytes(
     sealed = CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
     out = b"".join([(canonical(sealed.as_dict()) + "\n").encode("utf-8"), *bodies])
     return sealed, out, [x for p in done for x in p[1]]
-
-
-def import_keyed_to_store_parts(
-    key: str, data: bytes, jobs: int | None = None
-) -> tuple[CckManifest, list[bytes]]:
-    try:
-        return import_to_store_parts(data, jobs)
-    except CckError as e:
-        raise CckError(f"{key}: {e.message}") from e

@@ -34,9 +34,12 @@ from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.accelerator import NotCanonical, native, stream_store_parts
 from cce_knowledge.sync.artifact_check import StoreScan, check_manifest
 from cce_knowledge.sync.cck import (
+    CckError,
     CckManifest,
-    import_keyed_to_store_parts,
+    FastPathMiss,
+    fast_stream_store_parts,
     prefetch_numpy,
+    strict_stream_store_parts,
 )
 from cce_knowledge.sync.localrepo import open_local
 from cce_knowledge.sync.marker import (
@@ -180,7 +183,10 @@ def _check_manifest_snapshot(key: str, manifest: CckManifest) -> None:
 def _import_and_install(
     root: str | os.PathLike[str], key: str, data: Any, corpus_id: str, requested: str
 ) -> tuple[CckManifest, Path, str | None]:
-    """Verify + render + install: streamed on the native path, else in memory."""
+    """Verify + render + install, streamed: the native accelerator's canonical path,
+    else the Python fast path, and whatever neither can decide goes to the strict
+    verifier one line at a time (a damaged artifact costs no more memory than a good
+    one)."""
     streamed = stream_store_parts(data)
     if streamed is not None and K.is_snapshot_id(streamed[0].snapshot):
         manifest, parts = streamed
@@ -189,10 +195,30 @@ def _import_and_install(
             return manifest, path, installed
         except NotCanonical:
             pass  # nothing was installed; the strict path decides
-    manifest, store_parts = import_keyed_to_store_parts(key, bytes(data))
+    elif streamed is None:
+        fast = fast_stream_store_parts(data)  # no accelerator: the Python fast path
+        if fast is not None and K.is_snapshot_id(fast[0].snapshot):
+            manifest, store_parts = fast
+            try:
+                path, installed = install(root, manifest, store_parts, corpus_id, requested, key)
+                return manifest, path, installed
+            except FastPathMiss:
+                pass  # nothing was installed; the strict path decides
+    try:
+        manifest, strict_parts = strict_stream_store_parts(data)
+    except CckError as e:
+        raise CckError(f"{key}: {e.message}") from e
     _check_manifest_snapshot(key, manifest)
-    path, installed = install(root, manifest, store_parts, corpus_id, requested, key)
+    path, installed = install(root, manifest, _keyed(key, strict_parts), corpus_id, requested, key)
     return manifest, path, installed
+
+
+def _keyed(key: str, parts: Iterator[bytes]) -> Iterator[bytes]:
+    """`parts`, with a CckError's message naming the artifact's key."""
+    try:
+        yield from parts
+    except CckError as e:
+        raise CckError(f"{key}: {e.message}") from e
 
 
 def _locate_in_place(
