@@ -278,49 +278,33 @@ def test_chunk_digests_match_the_model(jobs: int, monkeypatch: pytest.MonkeyPatc
 
 
 def _strict_outcome(data: bytes) -> tuple[str, bytes | str]:
-    from cce_knowledge.sync.cck import CckError, strict_import_to_store_bytes
+    from cce_knowledge.sync.cck import CckError, import_to_store_bytes
 
     try:
-        return "ok", strict_import_to_store_bytes(data, jobs=1)[1]
+        return "ok", import_to_store_bytes(data, jobs=1)[1]
     except CckError as e:
         return "error", e.message
 
 
 def _streamed_outcome(data: bytes) -> tuple[str, bytes | str]:
-    """The strict streamed outcome; also checks the Python fast path's streamed form
-    either renders those same bytes or hands over (FastPathMiss / None)."""
+    """The strict streamed outcome, read through a mapped file as pull reads it."""
     import mmap
     import tempfile
 
-    from cce_knowledge.sync.cck import (
-        CckError,
-        FastPathMiss,
-        fast_stream_store_parts,
-        strict_stream_store_parts,
-    )
+    from cce_knowledge.sync.cck import CckError, strict_stream_store_parts
 
-    with tempfile.TemporaryFile() as f:  # through a mapped file, as pull reads it
+    with tempfile.TemporaryFile() as f:
         f.write(data)
         f.flush()
         if not data:
             view: bytes | mmap.mmap = b""
         else:
             view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        fast: bytes | None = None
-        head = fast_stream_store_parts(view)
-        if head is not None:
-            try:
-                fast = b"".join(head[1])
-            except FastPathMiss:
-                fast = None
         try:
             _, parts = strict_stream_store_parts(view)
-            out = b"".join(parts)
+            return "ok", b"".join(parts)
         except CckError as e:
-            assert fast is None, "the fast path installed what the strict path refuses"
             return "error", e.message
-        assert fast is None or fast == out
-        return "ok", out
 
 
 _BASE_CCK = export_cck(ingest_feed(CURATED.read_bytes()), "fixture").data
@@ -355,13 +339,12 @@ def test_streamed_strict_import_of_edge_shapes() -> None:
         assert _streamed_outcome(data) == _strict_outcome(data), data[:40]
 
 
-def test_fast_streamed_parts_over_many_ranges_match(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streamed_strict_parts_over_many_parts_match(monkeypatch: pytest.MonkeyPatch) -> None:
     from cce_knowledge.sync import cck as C
 
-    store = ingest_feed(CURATED.read_bytes() * 1)
-    many = KnowledgeStore(store.snapshot, store.records, store.chunks * 1)
-    data = export_cck(many, "fixture").data
-    monkeypatch.setattr(C, "_RANGE_BYTES", 200)  # one line per range
-    head = C.fast_stream_store_parts(data)
-    assert head is not None
-    assert b"".join(head[1]) == C.strict_import_to_store_bytes(data, jobs=1)[1]
+    data = export_cck(ingest_feed(CURATED.read_bytes()), "fixture").data
+    monkeypatch.setattr(C, "_STREAM_PART", 200)  # a part per chunk
+    m, parts = C.strict_stream_store_parts(data)
+    got = list(parts)
+    assert len(got) == 4  # head, "chunks" opener, one part per chunk (the fixture has 2)
+    assert (m, b"".join(got)) == C.import_to_store_bytes(data, jobs=1)

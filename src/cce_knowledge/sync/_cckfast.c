@@ -1,13 +1,13 @@
 /*
- * Optional native accelerator for the canonical-artifact fast paths of cck.py.
+ * Optional native accelerator for canonical `.cck` artifacts (see accelerator.py).
  *
  * render(data, lo, hi, bits_text) takes whole LF-terminated `.cck` chunk lines in
  * data[lo:hi] and returns (line count, store chunk texts joined by ",\n"), or None as
- * soon as a line is not canonical -- exactly the lines cck._LINE_PATTERN plus
- * cck._fast_scan accept -- so the strict Python path keeps deciding every error. It is
- * a drop-in for cck._fast_render and is tested byte for byte against it. tokens() is
- * the same scan for the shrink guard; export() is the reverse (store file -> .cck
- * lines), a drop-in for cck._fast_export_range.
+ * soon as a line is not canonical -- a line the strict Python decoder (cck.py) accepts
+ * and re-serialises to itself -- so the strict path keeps deciding every error; it is
+ * tested byte for byte against that decoder. tokens() is the same scan for the shrink
+ * guard; export() is the reverse (store file -> .cck lines), a drop-in for
+ * cck._fast_export_range.
  *
  * Float text: non-zero components are looked up in a shared cache keyed by their bit
  * pattern (hash-embedder values repeat heavily: 100k records have 5.9M non-zero

@@ -1,9 +1,14 @@
 """The native accelerator's Python side: streamed `.cck` → store import for pull,
 and the scans push uses (the shrink guard's digests, the store → `.cck` export).
 
-Pull's import is the same canonical-artifact fast path as `cck.fast_store_parts`
-(same bytes; the strict path still decides every error), arranged so its cost is the
-work and not its sum:
+Pull's import handles canonical artifacts only. Every artifact a conforming producer
+writes is canonical: each chunk line is exactly `canonical(typed chunk)`, so the strict
+verifier's re-serialisation is the identity and the hash of the received body is the
+hash it would compute. The C scanner accepts only lines that are canonical by
+construction (fixed sorted keys, no whitespace, serde_json's exact string escapes,
+plain u64 digits, canonical padded base64); anything else goes back to the strict path
+(`cck.strict_stream_store_parts`), which decides every error. Same bytes either way
+(tests/sync/test_sync_native.py), arranged so the cost is the work and not its sum:
 
 * the C module (`_cckfast`, see hatch_build.py) renders line ranges with the GIL
   released, so ranges render on threads in parallel — no forked workers, no result

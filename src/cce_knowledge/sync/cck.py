@@ -8,10 +8,10 @@ stream with the checksum value blanked.
 Verification re-serialises the *typed* values (as the reference does) rather than
 hashing the received bytes, so we accept exactly the byte variants it accepts.
 
-Two fast paths sit in front of the strict code and hand over to it on anything
-unusual, so the strict code alone decides errors: pull's canonical-artifact path
-(`fast_store_parts`: lines proven canonical by a regex, raw body hashed, store text
-rendered from the tokens) and push's store-file path (`fast_export_store_bytes`).
+Decoding has two paths (docs/design.md says which runs when): this module's strict
+one, and the native accelerator (`accelerator.py`), which renders canonical artifacts
+and hands anything unusual back here, so the strict code alone decides errors. Push's
+store-file export (`fast_export_store_bytes`) likewise falls back to the model path.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import base64
 import binascii
 import functools
 import hashlib
-import importlib
 import json
 import math
 import mmap
@@ -28,7 +27,6 @@ import os
 import re
 import struct
 import sys
-import threading
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -418,16 +416,8 @@ def import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckMani
     """Verify a `.cck` and render the native store bytes without building the model.
 
     Same checks, same first error, same bytes as `dumps(import_cck(data).store)`; large
-    artifacts are parsed and rendered by forked workers over contiguous slices.
-    """
-    fast = _fast_store_bytes(data, jobs)
-    if fast is not None:
-        return fast
-    return strict_import_to_store_bytes(data, jobs)
-
-
-def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[CckManifest, bytes]:
-    """`import_to_store_bytes` without the canonical fast path (the reference's procedure)."""
+    artifacts are parsed and rendered by forked workers over contiguous slices. Pull
+    uses the streamed form below, after the native accelerator when it is built."""
     m, pieces = _split(data)
     parts = _run_slices(pieces, _render_slice, jobs)
     _verify_parts(m, [body for body, _ in parts])
@@ -440,7 +430,7 @@ def strict_import_to_store_bytes(data: bytes, jobs: int | None = None) -> tuple[
 
 # ---------------------------------------------------------------- strict path, streamed
 #
-# `strict_import_to_store_bytes` holds the decoded text, its lines and the rendered
+# `import_to_store_bytes` holds the decoded text, its lines and the rendered
 # store at once (~15x a damaged 300 MB artifact). Pull uses this streamed form of the
 # same procedure instead: a first pass checks UTF-8 and counts lines (the same first
 # errors, in the same order), then each line is parsed, hashed and rendered in turn;
@@ -472,7 +462,7 @@ def _lines(data: Artifact) -> Iterator[tuple[int, int]]:
 
 
 def strict_stream_store_parts(data: Artifact) -> tuple[CckManifest, Iterator[bytes]]:
-    """`strict_import_to_store_bytes` in bounded memory: (manifest, store parts).
+    """`import_to_store_bytes` in bounded memory: (manifest, store parts).
 
     Same checks, same first error, same bytes. The iterator raises CckError on a bad
     chunk line or, after the last part, on a checksum mismatch."""
@@ -520,62 +510,17 @@ def strict_stream_store_parts(data: Artifact) -> tuple[CckManifest, Iterator[byt
     return m, parts()
 
 
-# ---------------------------------------------------------------- fast path: canonical artifacts
+# ---------------------------------------------------------------- canonical-token helpers
 #
-# Every artifact a conforming producer writes is canonical: each chunk line is exactly
-# `canonical(typed chunk)`. For such a line the strict verifier's re-serialisation is
-# the identity, so the hash of the received body *is* the hash it would compute. We do
-# not lean on SHA-256 for that: `_LINE_PATTERN` only matches lines that are canonical by
-# construction (fixed sorted keys, no whitespace, serde_json's exact string escapes,
-# plain u64 digits, canonical padded base64), so when every line matches, raw body ==
-# re-serialised body byte for byte, and the digest comparison below is the strict one.
-# Anything else — a non-canonical spelling the reference still accepts, a malformed
-# line, a mismatch, a non-UTF-8 byte — returns None and the strict path decides, so
-# accept/reject decisions and error messages are the strict path's by definition.
-#
+# Used by push's store-file export below and by the native accelerator's Python side.
 # The store writer escapes strings exactly like the canonical writer (both serde_json
-# rules, raw non-ASCII), so string tokens are copied into the store text unchanged.
+# rules, raw non-ASCII), so string tokens are copied between the two unchanged.
 
 # A string token as serde_json writes it: raw UTF-8 except `"`, `\` and C0 controls;
 # the five short escapes; lowercase `\u00xx` for the other controls.
 _STR = rb'"(?:[^"\\\x00-\x1f]++|\\(?:["\\bfnrt]|u00(?:0[0-7bef]|1[0-9a-f])))*+"'
 _NSTR = rb"(null|" + _STR + rb")"
 _INT = rb"(0|[1-9][0-9]{0,19})"  # u64 range: 20-digit values are checked in Python
-_ARR = rb"\[((?:" + _STR + rb"(?:," + _STR + rb")*+)?)\]"
-_LINE_PATTERN = (
-    rb'\{"chunk_id":(' + _STR + rb'),"content":(' + _STR + rb'),"embedding":"([^"]*+)"'
-    rb',"end_line":'
-    + _INT
-    + rb',"group":'
-    + _NSTR
-    + rb',"kind":('
-    + _STR
-    + rb'),"labels":'
-    + _ARR
-    + rb',"links":'
-    + _ARR
-    + rb',"name":('
-    + _STR
-    + rb'),"record_id":('
-    + _STR
-    + rb'),"source":('
-    + _STR
-    + rb'),"start_line":'
-    + _INT
-    + rb',"state":'
-    + _NSTR
-    + rb',"state_reason":'
-    + _NSTR
-    + rb',"title":('
-    + _STR
-    + rb'),"token_count":'
-    + _INT
-    + rb',"updated_at":'
-    + _NSTR
-    + rb',"url":'
-    + _NSTR
-    + rb"\}\n"
-)
 _STR_TOKEN = re.compile(_STR)
 
 
@@ -587,30 +532,9 @@ def _compiled(pattern: bytes) -> re.Pattern[bytes]:
 
 
 # Canonical base64 leaves the unused low bits of the last symbol zero.
-_B64_LAST_1PAD = frozenset(b"AEIMQUYcgkosw048")
-_B64_LAST_2PAD = frozenset(b"AQgw")
-_STORE_CHUNK = (
-    b'    {\n      "chunk_id": %b,\n      "record_id": %b,\n      "kind": %b,\n'
-    b'      "name": %b,\n      "start_line": %b,\n      "end_line": %b,\n'
-    b'      "token_count": %b,\n      "content": %b,\n      "source": %b,\n'
-    b'      "url": %b,\n      "state": %b,\n      "state_reason": %b,\n'
-    b'      "updated_at": %b,\n      "group": %b,\n      "labels": %b,\n'
-    b'      "title": %b,\n      "links": %b,\n      "embedding": %b\n    }'
-)
 _ITEM_SEP = b",\n        "
-#: f64 bit pattern (as a native u64 of the LE bytes) -> store float text. Hash-embedder
-#: values repeat heavily; keying by bits keeps -0.0 and NaN payloads apart for free.
-_BITS_TEXT: dict[int, bytes] = {}
 _BITS_TEXT_MAX = 1_000_000
 _FAST_DATA: Artifact = b""
-
-
-def prefetch_numpy() -> None:
-    """Start importing numpy on a thread, so it overlaps the caller's wait on git.
-
-    The import lock makes the fast path's own `import numpy` wait for it to finish."""
-    if "numpy" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("numpy",)).start()
 
 
 def _bits_text(k: int) -> bytes:
@@ -622,160 +546,6 @@ def _bits_text(k: int) -> bytes:
     if "e" in r or "n" in r or x == 0.0:
         r = serde_f64(x)
     return r.encode("ascii")
-
-
-def _str_array_text(inner: bytes) -> bytes:
-    if not inner:
-        return b"[]"
-    return b"[\n        " + _ITEM_SEP.join(_STR_TOKEN.findall(inner)) + b"\n      ]"
-
-
-def _embedding_raw(b64: bytes) -> bytes | None:
-    """The f64 bytes of a canonical base64 embedding; None when not canonical."""
-    n = len(b64)
-    if n % 4:
-        return None
-    if n and b64[-1] == 61:  # "="
-        if b64[-2] == 61:
-            if b64[-3] not in _B64_LAST_2PAD:
-                return None
-        elif b64[-2] not in _B64_LAST_1PAD:
-            return None
-    try:
-        # strict_mode rejects non-alphabet bytes and misplaced padding.
-        raw = binascii.a2b_base64(b64, strict_mode=True)
-    except binascii.Error:
-        return None
-    return None if len(raw) % 8 else raw
-
-
-#: Embeddings rendered per numpy batch (bounds the (elements x width) scratch arrays).
-_EMB_BATCH = 4096
-
-
-def _embedding_texts(raws: list[bytes]) -> list[bytes]:
-    """Store `embedding` texts for many embeddings at once (in batches)."""
-    out: list[bytes] = []
-    for at in range(0, len(raws), _EMB_BATCH):
-        out.extend(_embedding_texts_batch(raws[at : at + _EMB_BATCH]))
-    return out
-
-
-def _embedding_texts_batch(raws: list[bytes]) -> list[bytes]:
-    """Float-to-text for a batch, touching only the non-zero components in Python.
-
-    About 3/4 of a hash embedding's components are +0.0, so each embedding is written
-    as (run of "0.0" items, one non-zero item) pairs plus a trailing run of zeros; numpy
-    finds the non-zeros and the run lengths, and each distinct value is formatted once.
-    """
-    # Lazy: numpy costs ~0.1-0.2 s; only the pure Python render needs it.
-    import numpy as np
-
-    sep = _ITEM_SEP
-    dims = np.fromiter((len(r) >> 3 for r in raws), dtype=np.int64, count=len(raws))
-    arr = np.frombuffer(b"".join(raws), dtype="<u8")
-    ends = np.cumsum(dims)  # one past each embedding's last component
-    starts = ends - dims
-    nz = np.flatnonzero(arr)
-    uniq, inv = np.unique(arr[nz], return_inverse=True)
-    cache = _BITS_TEXT
-    items_u: list[bytes] = []
-    for k in uniq.tolist():
-        t = cache.get(k)
-        if t is None:
-            t = _bits_text(k)
-            if len(cache) < _BITS_TEXT_MAX:
-                cache[k] = t
-        items_u.append(t + sep)
-    # Split the non-zeros by embedding; gap = zeros before each non-zero in its embedding.
-    bounds = [*np.searchsorted(nz, starts).tolist(), len(nz)]
-    first = np.asarray(bounds[:-1], dtype=np.int64)
-    stop = np.asarray(bounds[1:], dtype=np.int64)
-    has = stop > first  # embeddings with at least one non-zero
-    prev = np.empty_like(nz)  # position of the previous non-zero (or start - 1)
-    prev[1:] = nz[:-1]
-    prev[first[has]] = starts[has] - 1
-    gaps = (nz - prev - 1).tolist()
-    last_nz = starts - 1
-    last_nz[has] = nz[stop[has] - 1]
-    tails = (ends - 1 - last_nz).tolist()
-    zero = b"0.0" + sep
-    runs = [zero * g for g in range(int(dims.max(initial=0)) + 1)]
-    # Interleave (zero run, item) pairs with slice assignment: no per-item Python work.
-    items: list[bytes] = [b""] * (2 * len(gaps))
-    items[0::2] = map(runs.__getitem__, gaps)
-    items[1::2] = map(items_u.__getitem__, inv.reshape(-1).tolist())
-    out: list[bytes] = []
-    n_sep = len(sep)
-    join = b"".join
-    for c, dim in enumerate(dims.tolist()):
-        if not dim:
-            out.append(b"[]")
-            continue
-        body = join(items[2 * bounds[c] : 2 * bounds[c + 1]]) + runs[tails[c]]
-        out.append(b"[\n        " + body[:-n_sep] + b"\n      ]")
-    return out
-
-
-def _fast_scan(bounds: tuple[int, int]) -> tuple[list[tuple[bytes, ...]], list[bytes]] | None:
-    """(token groups, embedding bytes) of the canonical lines in _FAST_DATA[lo:hi];
-    None on any deviation from canonical form."""
-    data = _FAST_DATA
-    lo, hi = bounds
-    match = _compiled(_LINE_PATTERN).match
-    groups: list[tuple[bytes, ...]] = []
-    raws: list[bytes] = []
-    pos = lo
-    while pos < hi:
-        mo = match(data, pos, hi)
-        if mo is None:
-            return None
-        pos = mo.end()
-        g = mo.groups()
-        raw = _embedding_raw(g[2])
-        if raw is None or (
-            (len(g[3]) == 20 or len(g[11]) == 20 or len(g[15]) == 20)
-            and max(int(g[3]), int(g[11]), int(g[15])) >= _U64
-        ):
-            return None
-        # UTF-8 validity, token by token: outside string tokens `_LINE_PATTERN` admits only
-        # ASCII, and a multi-byte sequence cannot straddle an ASCII quote.
-        for t in g:
-            if not t.isascii():
-                try:
-                    t.decode("utf-8")
-                except UnicodeDecodeError:
-                    return None
-        groups.append(g)
-        raws.append(raw)
-    return groups, raws
-
-
-def _fast_render(bounds: tuple[int, int]) -> tuple[int, bytes] | None:
-    """(lines, store chunk texts joined by ",\n") for _FAST_DATA[lo:hi]; None on any deviation."""
-    scanned = _fast_scan(bounds)
-    if scanned is None:
-        return None
-    groups, raws = scanned
-    embs = _embedding_texts(raws)
-    sat = _str_array_text
-    out = [
-        _STORE_CHUNK
-        % (
-            g[0], g[9], g[5], g[8], g[11], g[3], g[15], g[1], g[10], g[17],
-            g[12], g[13], g[16], g[4], sat(g[6]), g[14], sat(g[7]), emb,
-        )
-        for g, emb in zip(groups, embs, strict=True)
-    ]  # fmt: skip
-    return len(out), b",\n".join(out)
-
-
-def _fast_digests(bounds: tuple[int, int]) -> list[tuple[str, bytes]] | None:
-    """(record_id, chunk digest) for the canonical lines in _FAST_DATA[lo:hi]."""
-    scanned = _fast_scan(bounds)
-    if scanned is None:
-        return None
-    return [(_token_str(g[9]), chunk_digest(_token_str(g[1]))) for g in scanned[0]]
 
 
 #: Work per range: bounds the transient token copies a range holds (peak memory).
@@ -799,120 +569,6 @@ def _line_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, i
     return bounds
 
 
-def _fast_store_bytes(data: bytes, jobs: int | None) -> tuple[CckManifest, bytes] | None:
-    """`import_to_store_bytes` for a canonical artifact; None means "ask the strict path"."""
-    fast = fast_store_parts(data, jobs)
-    return None if fast is None else (fast[0], b"".join(fast[1]))
-
-
-def fast_store_parts(
-    data: bytes, jobs: int | None = None
-) -> tuple[CckManifest, list[bytes]] | None:
-    """The store bytes of a canonical artifact as parts (no joined copy of a large
-    store); None when the strict path has to decide."""
-    fast = _fast_run(data, jobs, _fast_render)
-    if fast is None:
-        return None
-    m, parts = fast
-    segs = [p[1] for p in parts if p[0]]
-    if not segs:
-        return m, [_store_head(m), b'  "chunks": []\n}\n']
-    out = [_store_head(m), b'  "chunks": [\n']
-    for seg in segs:
-        out += (seg, b",\n")
-    out[-1] = b"\n  ]\n}\n"
-    return m, out
-
-
-class FastPathMiss(CckError):
-    """The canonical fast path cannot decide this artifact: the strict path must."""
-
-
-def _newlines(data: Artifact, lo: int, hi: int) -> int:
-    """`data.count(b"\\n", lo, hi)` for bytes or an mmap (counted in blocks)."""
-    if isinstance(data, bytes):
-        return data.count(b"\n", lo, hi)
-    return sum(
-        data[i : min(i + _RANGE_BYTES, hi)].count(b"\n") for i in range(lo, hi, _RANGE_BYTES)
-    )
-
-
-def fast_stream_store_parts(data: Artifact) -> tuple[CckManifest, Iterator[bytes]] | None:
-    """`fast_store_parts` in bounded memory, for a mapped artifact: one line range is
-    rendered at a time, and the iterator raises FastPathMiss (before yielding the
-    closing part) when a range or the checksum leaves the decision to the strict
-    path. None when the manifest already does."""
-    head = fast_head(data)
-    if head is None:
-        return None
-    m, lo = head
-    hi = len(data)
-    if _newlines(data, lo, hi) != m.chunk_count:
-        return None
-
-    def parts() -> Iterator[bytes]:
-        global _FAST_DATA
-        yield _store_head(m)
-        bounds = _line_ranges(data, lo, hi, _range_count(hi - lo, 1))  # type: ignore[arg-type]
-        if not bounds:
-            if not _fast_verified(m, data, lo):
-                raise FastPathMiss("checksum")
-            yield b'  "chunks": []\n}\n'
-            return
-        yield b'  "chunks": [\n'
-        _FAST_DATA = data
-        try:
-            for i, b in enumerate(bounds):
-                r = _fast_render(b)
-                if r is None or r[0] == 0:
-                    raise FastPathMiss("not canonical")
-                if i + 1 < len(bounds):
-                    yield r[1] + b",\n"
-                else:
-                    if not _fast_verified(m, data, lo):
-                        raise FastPathMiss("checksum")
-                    yield r[1] + b"\n  ]\n}\n"
-        finally:
-            _FAST_DATA = b""
-
-    return m, parts()
-
-
-def _fast_run(
-    data: bytes, jobs: int | None, fn: Callable[[tuple[int, int]], _T | None]
-) -> tuple[CckManifest, list[_T]] | None:
-    """Manifest + line count + `fn` over line ranges (forked when it pays) + the digest;
-    None whenever the strict path has to decide."""
-    global _FAST_DATA
-    head = fast_head(data)
-    if head is None:
-        return None
-    m, lo = head
-    hi = len(data)
-    n_lines = data.count(b"\n", lo, hi)
-    if n_lines != m.chunk_count:
-        return None
-    workers = min(_workers(jobs), max(1, n_lines // (PARALLEL_MIN_CHUNKS // 2)))
-    use_pool = n_lines >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
-    bounds = _line_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
-    _FAST_DATA = data  # inherited by forked workers, never pickled
-    try:
-        if use_pool:
-            with _fork_pool(workers) as pool:
-                pending = pool.map(fn, bounds)
-                ok = _fast_verified(m, data, lo)  # hash here while the workers scan
-                parts = list(pending)
-        else:
-            parts = [fn(b) for b in bounds]
-            ok = _fast_verified(m, data, lo)
-    finally:
-        _FAST_DATA = b""
-    done = [p for p in parts if p is not None]
-    if not ok or len(done) != len(parts):
-        return None
-    return m, done
-
-
 def fast_head(data: Artifact) -> tuple[CckManifest, int] | None:
     """(manifest, offset of the first chunk line) for the fast paths; None leaves the
     artifact to the strict path (no LF, no final LF, a bad manifest, a big-endian host)."""
@@ -925,11 +581,6 @@ def fast_head(data: Artifact) -> tuple[CckManifest, int] | None:
         return _manifest(_loads(bytes(data[:nl]).decode("utf-8"), "manifest")), nl + 1
     except (CckError, UnicodeDecodeError):
         return None
-
-
-def _fast_verified(m: CckManifest, data: Artifact, body_at: int) -> bool:
-    # UTF-8 validity of the body is checked per string token by `_fast_render`.
-    return _digest(m, memoryview(data)[body_at:]) == m.checksum
 
 
 def _store_head(m: CckManifest) -> bytes:
@@ -964,18 +615,7 @@ def import_chunk_digests(
     """Verify a `.cck`; return its manifest and (record_id, chunk digest) in store order.
 
     What the shrink guard needs, without materialising embeddings. (The caller tries
-    the native accelerator first: `accelerator.chunk_digests`.)
-    """
-    fast = _fast_run(data, jobs, _fast_digests)
-    if fast is not None:
-        return fast[0], [x for ids in fast[1] for x in ids]
-    return strict_import_chunk_digests(data, jobs)
-
-
-def strict_import_chunk_digests(
-    data: bytes, jobs: int | None = None
-) -> tuple[CckManifest, list[tuple[str, bytes]]]:
-    """`import_chunk_digests` without the canonical fast path."""
+    the native accelerator first: `accelerator.chunk_digests`.)"""
     m, pieces = _split(data)
     parts = _run_slices(pieces, _digest_slice, jobs)
     _verify_parts(m, [body for body, _ in parts])
@@ -1099,7 +739,7 @@ def _fast_export_range(bounds: tuple[int, int]) -> ExportSlice | None:
                 return None
             pos += 2
         g = mo.groups()
-        for t in g:  # UTF-8 validity, token by token (see `_fast_render`)
+        for t in g:  # UTF-8 validity, token by token: `_STR` admits any byte >= 0x20
             if not t.isascii():
                 try:
                     t.decode("utf-8")

@@ -31,14 +31,11 @@ from cce_knowledge.store.store_file import (
     writer_lock,
 )
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.accelerator import NotCanonical, native, stream_store_parts
+from cce_knowledge.sync.accelerator import NotCanonical, stream_store_parts
 from cce_knowledge.sync.artifact_check import StoreScan, check_manifest
 from cce_knowledge.sync.cck import (
     CckError,
     CckManifest,
-    FastPathMiss,
-    fast_stream_store_parts,
-    prefetch_numpy,
     strict_stream_store_parts,
 )
 from cce_knowledge.sync.localrepo import open_local
@@ -183,10 +180,9 @@ def _check_manifest_snapshot(key: str, manifest: CckManifest) -> None:
 def _import_and_install(
     root: str | os.PathLike[str], key: str, data: Any, corpus_id: str, requested: str
 ) -> tuple[CckManifest, Path, str | None]:
-    """Verify + render + install, streamed: the native accelerator's canonical path,
-    else the Python fast path, and whatever neither can decide goes to the strict
-    verifier one line at a time (a damaged artifact costs no more memory than a good
-    one)."""
+    """Verify + render + install, streamed: the native accelerator's canonical path, and
+    whatever it cannot decide (or everything, without it) goes to the strict verifier
+    one line at a time (a damaged artifact costs no more memory than a good one)."""
     streamed = stream_store_parts(data)
     if streamed is not None and K.is_snapshot_id(streamed[0].snapshot):
         manifest, parts = streamed
@@ -195,15 +191,6 @@ def _import_and_install(
             return manifest, path, installed
         except NotCanonical:
             pass  # nothing was installed; the strict path decides
-    elif streamed is None:
-        fast = fast_stream_store_parts(data)  # no accelerator: the Python fast path
-        if fast is not None and K.is_snapshot_id(fast[0].snapshot):
-            manifest, store_parts = fast
-            try:
-                path, installed = install(root, manifest, store_parts, corpus_id, requested, key)
-                return manifest, path, installed
-            except FastPathMiss:
-                pass  # nothing was installed; the strict path decides
     try:
         manifest, strict_parts = strict_stream_store_parts(data)
     except CckError as e:
@@ -258,8 +245,6 @@ def pull_corpus(
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
     rem: Remote = resolve_remote(settings, remote)
-    if native() is None:
-        prefetch_numpy()  # the pure Python path needs it; overlaps the clone/fetch below
     found = _locate_in_place(root, rem, corpus_id, snapshot, force)
     if found is not None:
         snapshot, key, source = found
