@@ -85,42 +85,60 @@ def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dic
     if n == 0 or len({c.chunk_id for c in live}) != n:
         return {}
     toks = [tokenize(c.content) for c in live]
+    meta: dict[str, Any] = {"n": n}
+    embeddings = _embedding_sections(live, toks, meta)
+    postings = _posting_sections(live, toks, meta)
+    # The file lays sections out in this order: keep it, so the bytes do not change.
+    return {
+        **embeddings,
+        "ref_meta": json.dumps(meta, sort_keys=True).encode(),
+        **postings,
+        **_record_sections(live),
+        **_tie_sections(live),
+        "ref_doc": array("i", live_to_doc).tobytes(),
+    }
 
-    # Embeddings as counts + norm when that reproduces the stored floats exactly.
+
+def _embedding_sections(
+    live: list[KnowledgeChunk], toks: list[list[str]], meta: dict[str, Any]
+) -> dict[str, bytes]:
+    """Embeddings as bucket counts + norms (column-major) when that reproduces every
+    stored float exactly, else the floats themselves; `meta["cnt"]` says which."""
     counts: list[list[int]] = []
     norms = array("d")
     exact = True
     for c, ts in zip(live, toks, strict=True):
         v, sq = _counts(ts)
         norm = math.sqrt(float(sq)) if sq else 1.0
-        if c.embedding:
-            if len(c.embedding) != DIM or any(
-                x / norm != e for x, e in zip(v, c.embedding, strict=True)
-            ):
-                exact = False
+        if c.embedding and (
+            len(c.embedding) != DIM
+            or any(x / norm != e for x, e in zip(v, c.embedding, strict=True))
+        ):
+            exact = False
         counts.append(v)
         norms.append(norm)
-    sections: dict[str, bytes] = {}
-    meta: dict[str, Any] = {"n": n}
     if exact:
         peak = max((abs(x) for v in counts for x in v), default=0)
         code = "b" if peak < 128 else "h" if peak < 32768 else "i"
         col = array(code)
         for d in range(DIM):
             col.extend(v[d] for v in counts)
-        sections["ref_cnt"] = col.tobytes()
-        sections["ref_norm"] = norms.tobytes()
         meta["cnt"] = code
-    else:
-        emb = array("d")
-        embs = [c.embedding if c.embedding else hash_embed(c.content) for c in live]
-        for d in range(DIM):
-            emb.extend(e[d] if d < len(e) else 0.0 for e in embs)
-        sections["ref_emb"] = emb.tobytes()
-        meta["cnt"] = None
-        # A short stored embedding only sums its own prefix; pad-with-zero is identical.
+        return {"ref_cnt": col.tobytes(), "ref_norm": norms.tobytes()}
+    # A short stored embedding only sums its own prefix; pad-with-zero is identical.
+    emb = array("d")
+    embs = [c.embedding if c.embedding else hash_embed(c.content) for c in live]
+    for d in range(DIM):
+        emb.extend(e[d] if d < len(e) else 0.0 for e in embs)
+    meta["cnt"] = None
+    return {"ref_emb": emb.tobytes()}
 
-    # Vocabulary of content tokens ∪ title/label tokens, with two posting lists each.
+
+def _posting_sections(
+    live: list[KnowledgeChunk], toks: list[list[str]], meta: dict[str, Any]
+) -> dict[str, bytes]:
+    """The vocabulary (content tokens ∪ title/label tokens) with two posting lists per
+    term: (chunk, term frequency) in the content, and chunks sharing the term."""
     tf_post: dict[str, list[tuple[int, int]]] = {}
     share_post: dict[str, list[int]] = {}
     total = 0
@@ -150,9 +168,23 @@ def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dic
         tptr.append(len(tids))
         sids.extend(sorted(share_post.get(t, ())))
         sptr.append(len(sids))
-    meta["avgdl"] = total / n
+    meta["avgdl"] = total / len(live)
     meta["vocab"] = len(vocab)
+    return {
+        "ref_vocab": bytes(blob),
+        "ref_vocab_off": off.tobytes(),
+        "ref_tf_ptr": tptr.tobytes(),
+        "ref_tf_ids": tids.tobytes(),
+        "ref_tf": tfs.tobytes(),
+        "ref_sh_ptr": sptr.tobytes(),
+        "ref_sh_ids": sids.tobytes(),
+        "ref_dl": dls.tobytes(),
+    }
 
+
+def _record_sections(live: list[KnowledgeChunk]) -> dict[str, bytes]:
+    """Per chunk: its lower-cased record id, a record code, and the record-level flags
+    the ranking applies (over the per-record cap, path penalty, PR link)."""
     rid_blob = bytearray(b"\n")
     rid_off = array("q")
     rec_code = array("i")
@@ -164,7 +196,20 @@ def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dic
     per_rec: dict[int, int] = {}
     for r in rec_code:
         per_rec[r] = per_rec.get(r, 0) + 1
+    return {
+        "ref_rid": bytes(rid_blob),
+        "ref_rid_off": rid_off.tobytes(),
+        "ref_rec": rec_code.tobytes(),
+        "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rec_code),
+        "ref_pen": bytes(1 if path_penalised(c.record_id) else 0 for c in live),
+        "ref_pr": bytes(1 if has_pr_link(c.links) else 0 for c in live),
+    }
 
+
+def _tie_sections(live: list[KnowledgeChunk]) -> dict[str, bytes]:
+    """Each chunk's rank by chunk id, and by the final tie order (newest `updated_at`
+    first, then chunk id)."""
+    n = len(live)
     by_cid = sorted(range(n), key=lambda i: live[i].chunk_id)
     cid_rank = array("i", [0] * n)
     for r, i in enumerate(by_cid):
@@ -174,30 +219,7 @@ def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dic
     tie_rank = array("i", [0] * n)
     for r, i in enumerate(tie):
         tie_rank[i] = r
-
-    sections.update(
-        {
-            "ref_meta": json.dumps(meta, sort_keys=True).encode(),
-            "ref_vocab": bytes(blob),
-            "ref_vocab_off": off.tobytes(),
-            "ref_tf_ptr": tptr.tobytes(),
-            "ref_tf_ids": tids.tobytes(),
-            "ref_tf": tfs.tobytes(),
-            "ref_sh_ptr": sptr.tobytes(),
-            "ref_sh_ids": sids.tobytes(),
-            "ref_dl": dls.tobytes(),
-            "ref_rid": bytes(rid_blob),
-            "ref_rid_off": rid_off.tobytes(),
-            "ref_rec": rec_code.tobytes(),
-            "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rec_code),
-            "ref_pen": bytes(1 if path_penalised(c.record_id) else 0 for c in live),
-            "ref_pr": bytes(1 if has_pr_link(c.links) else 0 for c in live),
-            "ref_cid_rank": cid_rank.tobytes(),
-            "ref_tie_rank": tie_rank.tobytes(),
-            "ref_doc": array("i", live_to_doc).tobytes(),
-        }
-    )
-    return sections
+    return {"ref_cid_rank": cid_rank.tobytes(), "ref_tie_rank": tie_rank.tobytes()}
 
 
 def _score_keys(np: Any, x: Any) -> Any:

@@ -797,7 +797,27 @@ def fast_export_store_bytes(
     `native_slices` (the accelerator's `export_slices`, passed by the caller so this
     module stays below it) renders the ranges natively when it can.
     """
-    global _FAST_DATA
+    layout = _store_layout(data)
+    if layout is None:
+        return None
+    head, lo, hi = layout
+    native = None
+    if native_slices is not None:
+        native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
+        native = native_slices(data, native_bounds, jobs)
+    parts = list(native) if native is not None else _python_export_slices(data, lo, hi, jobs)
+    if any(p is None for p in parts):
+        return None
+    done = [p for p in parts if p is not None]
+    if any(p[3] for p in done):
+        return True
+    sealed, out = _seal_export(head, corpus_id, done)
+    return sealed, out, [x for p in done for x in p[1]]
+
+
+def _store_layout(data: bytes) -> tuple[dict[str, Any], int, int] | None:
+    """(head object, start, end of the chunk objects) when `data` is a store file in the
+    writer's exact layout on a little-endian host; None otherwise."""
     if sys.byteorder != "little":
         return None
     at = data.find(_STORE_OPEN)
@@ -823,32 +843,32 @@ def fast_export_store_bytes(
         or not data[:at].endswith(b",")
     ):
         return None
-    native = None
-    if native_slices is not None:
-        native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
-        native = native_slices(data, native_bounds, jobs)
-    parts: list[ExportSlice | None]
-    if native is not None:
-        parts = list(native)
-    else:
-        n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
-        workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
-        use_pool = n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
-        bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
-        _FAST_DATA = data
-        try:
-            if use_pool:
-                with _fork_pool(workers) as pool:
-                    parts = list(pool.map(_fast_export_range, bounds))
-            else:
-                parts = [_fast_export_range(b) for b in bounds]
-        finally:
-            _FAST_DATA = b""
-    if any(p is None for p in parts):
-        return None
-    done = [p for p in parts if p is not None]
-    if any(p[3] for p in done):
-        return True
+    return head, lo, hi
+
+
+def _python_export_slices(
+    data: bytes, lo: int, hi: int, jobs: int | None
+) -> list[ExportSlice | None]:
+    """`_fast_export_range` over data[lo:hi], in forked workers when the store is big."""
+    global _FAST_DATA
+    n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
+    workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
+    use_pool = n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
+    bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
+    _FAST_DATA = data  # inherited by forked workers, never pickled
+    try:
+        if use_pool:
+            with _fork_pool(workers) as pool:
+                return list(pool.map(_fast_export_range, bounds))
+        return [_fast_export_range(b) for b in bounds]
+    finally:
+        _FAST_DATA = b""
+
+
+def _seal_export(
+    head: dict[str, Any], corpus_id: str, done: list[ExportSlice]
+) -> tuple[CckManifest, bytes]:
+    """The manifest (checksum over its blanked self and the bodies) and the artifact."""
     bodies = [p[0] for p in done]
     newest = [p[2] for p in done if p[2] is not None]
     m = CckManifest(
@@ -864,5 +884,4 @@ def fast_export_store_bytes(
     for b in bodies:
         h.update(b)
     sealed = CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
-    out = b"".join([(canonical(sealed.as_dict()) + "\n").encode("utf-8"), *bodies])
-    return sealed, out, [x for p in done for x in p[1]]
+    return sealed, b"".join([(canonical(sealed.as_dict()) + "\n").encode("utf-8"), *bodies])
