@@ -30,7 +30,7 @@ def valid_corpus_id(corpus_id: str) -> bool:
 def check_corpus_id(corpus_id: str) -> str:
     if not valid_corpus_id(corpus_id):
         raise SyncError(
-            f"invalid corpus_id `{corpus_id}`: must be non-empty, charset [A-Za-z0-9._-], and a "
+            f"invalid corpus_id `{shown(corpus_id)}`: must be non-empty, charset [A-Za-z0-9._-], and a "
             "single path segment — `.` and `..` are rejected (it is a path segment on the cache, "
             "so a traversal token would escape the corpus namespace)"
         )
@@ -67,13 +67,15 @@ def is_confined(key: str, corpus_id: str) -> bool:
 def check_write_key(key: str, corpus_id: str) -> None:
     """Refuse to write a key outside the corpus namespace."""
     if not is_confined(key, corpus_id):
-        raise SyncError(f"refusing to write `{key}`: it is not confined to `{PREFIX}/{corpus_id}/`")
+        raise SyncError(
+            f"refusing to write `{shown(key)}`: it is not confined to `{PREFIX}/{corpus_id}/`"
+        )
 
 
 def check_prune_key(key: str, corpus_id: str) -> None:
     if not is_confined(key, corpus_id):
         raise SyncError(
-            f"retention refused: key `{key}` is not confined to `{PREFIX}/{corpus_id}/` — "
+            f"retention refused: key `{shown(key)}` is not confined to `{PREFIX}/{corpus_id}/` — "
             "refusing to prune outside the corpus namespace (should-never-happen invariant "
             "breach; see #121)"
         )
@@ -106,7 +108,9 @@ def check_snapshot_arg(snapshot: str) -> str:
     so every id the reference can publish still pulls.
     """
     if "/" in snapshot or "\\" in snapshot or snapshot in (".", "..") or "\x00" in snapshot:
-        raise SyncError(f"invalid snapshot id `{snapshot}`: it must be a single path segment")
+        raise SyncError(
+            f"invalid snapshot id `{shown(snapshot)}`: it must be a single path segment"
+        )
     return snapshot
 
 
