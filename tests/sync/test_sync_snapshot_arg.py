@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.sync.keys import check_snapshot_arg
 
 
@@ -19,4 +20,7 @@ def test_single_segments_pass(snap: str) -> None:
 def test_anything_that_could_leave_the_corpus_directory_is_refused(snap: str) -> None:
     with pytest.raises(SyncError) as e:
         check_snapshot_arg(snap)
-    assert e.value.message == f"invalid snapshot id `{snap}`: it must be a single path segment"
+    # Control characters (the NUL) are printed escaped.
+    assert (
+        e.value.message == f"invalid snapshot id `{shown(snap)}`: it must be a single path segment"
+    )
