@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir
+from cce_knowledge.cli.common import add_dir, add_quiet
 
 DESCRIPTION = """\
 Embed the installed store's chunks for hybrid ranking (`--ranking hybrid`).
@@ -41,27 +41,8 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         help="ignore stored vectors and embed every chunk again (e.g. after a model update)",
     )
     p.add_argument("--json", action="store_true", help="print the run's report as JSON")
+    add_quiet(p)
     p.set_defaults(func=run)
-
-
-class StderrProgress:
-    """`embedding: done/total chunks` on stderr, rewritten in place on a terminal."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        if total == 0:
-            return
-        pct = done * 100 // total
-        if self.tty:
-            end = "\n" if done == total else ""
-            sys.stderr.write(f"\rembedding: {done}/{total} chunks ({pct}%)" + end)
-            sys.stderr.flush()
-        elif pct // 25 != self.last or done == total:
-            self.last = pct // 25
-            print(f"embedding: {done}/{total} chunks ({pct}%)", file=sys.stderr)
 
 
 def warn(msg: str) -> None:
@@ -74,7 +55,7 @@ def embed_step(root: str) -> None:
     from cce_knowledge.semantic.build import embed_after_build
 
     sys.stdout.flush()
-    embed_after_build(root, warn=warn, progress=StderrProgress())
+    embed_after_build(root, warn=warn)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             "no embedding provider configured: add `knowledge.semantic` (provider, url, "
             "model) to .cce/config or set CCE_EMBED_MODEL — see docs/semantic.md"
         )
-    rep = embed_root(args.dir, cfg, rebuild=args.rebuild, warn=warn, progress=StderrProgress())
+    rep = embed_root(args.dir, cfg, rebuild=args.rebuild, warn=warn)
     if args.json:
         from cce_knowledge.core.jsonout import pretty
 

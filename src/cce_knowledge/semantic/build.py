@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cce_knowledge.core import progress
 from cce_knowledge.core.errors import ConfigError, StoreError
 from cce_knowledge.semantic.provider import MAX_BATCH, Provider, ProviderError, ProviderUnreachable
 from cce_knowledge.semantic.textprep import chunk_text, text_key
@@ -39,9 +40,6 @@ if TYPE_CHECKING:
 LAST_RUN = "last-run.json"
 #: Vectors that came back are written every CHECKPOINT batches, so a kill loses little.
 CHECKPOINT = 16
-
-#: (done, total) chunks of the run so far.
-ProgressFn = Callable[[int, int], None]
 
 
 @dataclass
@@ -134,7 +132,6 @@ def embed_root(
     cfg: SemanticConfig,
     *,
     rebuild: bool = False,
-    progress: ProgressFn | None = None,
     warn: Callable[[str], None] | None = None,
     provider: Provider | None = None,
 ) -> EmbedReport:
@@ -200,45 +197,39 @@ def embed_root(
                 atomic_write_parts(out_path, encode(meta, bytes(kb), mat))
                 rep.embedded = have
 
-            if progress:
-                progress(0, total_todo)
-            done = 0
             requests0 = prov.requests
-            for b, start in enumerate(range(0, total_todo, MAX_BATCH)):
-                batch = todo[start : start + MAX_BATCH]
-                try:
-                    vecs = prov.embed([text_of[k] for k in batch])
-                except ProviderUnreachable as e:
-                    rep.unreachable = e.message
-                    break
-                except ProviderError as e:
-                    name = (
-                        f"batch {b + 1} ({len(batch)} texts from chunk {keys.index(batch[0]) + 1})"
-                    )
-                    rep.failed_batches.append(f"{name}: {e.message}")
-                    say(f"embedding {name} was rejected and skipped: {e.message}")
-                    if prov.dim is not None and rep.dim is not None and prov.dim != rep.dim:
+            with progress.task("embed", total=total_todo, unit="chunks") as bar:
+                for b, start in enumerate(range(0, total_todo, MAX_BATCH)):
+                    batch = todo[start : start + MAX_BATCH]
+                    try:
+                        vecs = prov.embed([text_of[k] for k in batch])
+                    except ProviderUnreachable as e:
+                        rep.unreachable = e.message
                         break
-                    continue
-                finally:
-                    rep.requests = prov.requests - requests0
-                if rep.dim is None:
-                    rep.dim = prov.dim
-                elif prov.dim != rep.dim:
-                    raise ConfigError(
-                        f"{cfg.model} now answers {prov.dim}-dimensional vectors but the stored "
-                        f"ones have {rep.dim}: run `cce knowledge embed --rebuild`"
-                    )
-                for k, v in zip(batch, vecs, strict=True):
-                    u = _unit(v)
-                    if u is not None:
-                        known[k] = u
-                        rep.new += 1
-                done += len(batch)
-                if progress:
-                    progress(done, total_todo)
-                if (b + 1) % CHECKPOINT == 0:
-                    write()
+                    except ProviderError as e:
+                        name = f"batch {b + 1} ({len(batch)} texts from chunk {keys.index(batch[0]) + 1})"
+                        rep.failed_batches.append(f"{name}: {e.message}")
+                        say(f"embedding {name} was rejected and skipped: {e.message}")
+                        if prov.dim is not None and rep.dim is not None and prov.dim != rep.dim:
+                            break
+                        continue
+                    finally:
+                        rep.requests = prov.requests - requests0
+                    if rep.dim is None:
+                        rep.dim = prov.dim
+                    elif prov.dim != rep.dim:
+                        raise ConfigError(
+                            f"{cfg.model} now answers {prov.dim}-dimensional vectors but the stored "
+                            f"ones have {rep.dim}: run `cce knowledge embed --rebuild`"
+                        )
+                    for k, v in zip(batch, vecs, strict=True):
+                        u = _unit(v)
+                        if u is not None:
+                            known[k] = u
+                            rep.new += 1
+                    bar.advance(len(batch))
+                    if (b + 1) % CHECKPOINT == 0:
+                        write()
             write()
             _prune(root_p, keep=out_path.name)
             _save_last_run(d, rep)
@@ -299,7 +290,6 @@ def embed_after_build(
     root: str | os.PathLike[str],
     *,
     warn: Callable[[str], None],
-    progress: ProgressFn | None = None,
 ) -> EmbedReport | None:
     """The embed step of `index`/`pull`: only when semantic is configured, and it never
     fails the build — a problem becomes a warning and `cce knowledge embed` retries."""
@@ -314,7 +304,7 @@ def embed_after_build(
     if cfg is None:
         return None
     try:
-        rep = embed_root(root, cfg, warn=warn, progress=progress)
+        rep = embed_root(root, cfg, warn=warn)
     except CceError as e:
         warn(f"semantic vectors not built: {e.message}")
         return None
