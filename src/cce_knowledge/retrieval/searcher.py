@@ -51,6 +51,8 @@ class Searcher:
         self._index: FastIndex | None = None
         self._store: KnowledgeStore | None = None
         self._hybrid: Any = None
+        self._semantic: Any = None
+        self._semantic_key: Any = None
         #: Why the last `hybrid` search fell back to the default ranking (None: it did not).
         self.last_note: str | None = None
 
@@ -111,14 +113,12 @@ class Searcher:
         return idx.search(query, top_k, floor, ranking=rk)
 
     def _search_hybrid(self, idx: FastIndex, query: str, top_k: int, floor: float) -> list[Hit]:
-        # Lazy: the semantic layer (numpy, the provider's HTTP client) costs ~0.2 s to
-        # import, and only --ranking hybrid needs it.
         from cce_knowledge.semantic.hybrid import HybridState, hybrid_search
 
         if self._hybrid is None:
             self._hybrid = HybridState()
         try:
-            cfg = load_semantic_config(self.root)
+            cfg = self._semantic_config()
         except ConfigError as e:
             self.last_note = (
                 f"hybrid ranking unavailable ({e.message}); showing the default ranking"
@@ -126,6 +126,22 @@ class Searcher:
             return idx.search_default(query, top_k, floor)
         hits, self.last_note = hybrid_search(self.root, idx, cfg, self._hybrid, query, top_k, floor)
         return hits
+
+    def _semantic_config(self) -> Any:
+        """`knowledge.semantic`, re-read only when the config file or the CCE_EMBED_*
+        variables change (a YAML parse per query would cost more than the fusion)."""
+        from cce_knowledge.config.reader import SEMANTIC_ENV, config_path
+
+        try:
+            st = os.stat(config_path(self.root))
+            fkey: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            fkey = None
+        key = (fkey, tuple(os.environ.get(v) for v in (*SEMANTIC_ENV.values(), "OLLAMA_HOST")))
+        if self._semantic_key != key:
+            self._semantic = load_semantic_config(self.root)
+            self._semantic_key = key
+        return self._semantic
 
     def close(self) -> None:
         """Release the hybrid ranking's provider connection (if any)."""
