@@ -458,3 +458,18 @@ def test_extract_stopped_by_the_rate_limit_is_a_warning_not_a_failure(tmp_path: 
     summary = (tmp_path / "summary.md").read_text()
     assert "rate limit" in summary and "failed" not in summary
     assert json.loads((tmp_path / "ck.json").read_text())["run"]["pages"] == 2
+
+
+def test_empty_feed_fails_the_step_unless_allow_empty(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n  \n")
+    p = _run_driver(tmp_path, feed="empty.jsonl", dry_run="true")
+    assert p.returncode == 1
+    assert "::error title=cce-knowledge::the feed empty.jsonl has no records" in p.stdout
+    assert "allow-empty: true" in p.stderr
+    assert not (tmp_path / ".cce" / "knowledge").exists()  # nothing was indexed
+    # intended: the empty store is built (a dry run publishes nothing; there is no remote)
+    p = _run_driver(tmp_path, feed="empty.jsonl", allow_empty="true", dry_run="true")
+    assert "has no records" not in p.stdout + p.stderr
+    assert (tmp_path / ".cce" / "knowledge" / "current").exists()
+    out = (tmp_path / "out").read_text()
+    assert "records<<" in out and "\n0\n" in out

@@ -43,6 +43,7 @@ EXPECTED_INPUTS = {
     "dry-run",
     "force",
     "ask-suite",
+    "allow-empty",
     "semantic-url",
     "semantic-model",
     "working-directory",

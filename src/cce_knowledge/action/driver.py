@@ -412,6 +412,14 @@ class Driver:
         self._validate(f"validate {len(files)} file(s)", files, f"{len(files)} file(s)")
 
     def step_index(self, feed: str, manifest: str) -> None:
+        # An empty feed is a valid store, but in a builder it almost always means an
+        # extraction that failed quietly: refuse before the store is replaced, unless
+        # the workflow says an empty corpus is intended.
+        if not self._bool("allow-empty") and _feed_is_empty(feed):
+            raise StepFailed(
+                f"the feed {feed} has no records; an empty corpus would replace the "
+                "published one. Set `allow-empty: true` if that is intended"
+            )
         args = ["knowledge", "index", feed, "--dir", self.root]
         if manifest:
             args += ["--manifest", manifest]
@@ -575,3 +583,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         flag = getattr(args, inp.replace("-", "_"), None)
         inputs[inp] = flag if flag is not None else env.get(env_name(inp), "")
     return Driver(inputs, env, step).run()
+
+
+def _feed_is_empty(feed: str) -> bool:
+    """True when no line of `feed` has anything but whitespace (0 records). A missing or
+    unreadable feed is not "empty": index reports it with its own error."""
+    try:
+        with open(feed, "rb") as f:
+            return all(not line.strip() for line in f)
+    except OSError:
+        return False
