@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -182,10 +183,11 @@ def install(key: str, venv: Path) -> dict[str, str]:
     )
     build_log = p.stdout + p.stderr
     if p.returncode != 0:
+        token = "cce-setup-" + secrets.token_hex(16)
         log("::group::pip build log")
-        log("::stop-commands::cce-setup-build-log")
+        log(f"::stop-commands::{token}")  # the log is not ours to trust line by line
         log(build_log)
-        log("::cce-setup-build-log::")
+        log(f"::{token}::")
         log("::endgroup::")
         raise SystemExit(f"building cce-knowledge failed (exit {p.returncode})")
     version = subprocess.run(
@@ -217,7 +219,9 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     marker = valid_venv(venv, key)
     if marker is not None:
-        log(f"cce-knowledge {marker.get('version')}: reusing the cached venv {venv} (key {key})")
+        # The marker came from the cache: print what it says as data, never as a command.
+        version = escape_data(str(marker.get("version")))
+        log(f"cce-knowledge {version}: reusing the cached venv {venv} (key {key})")
     else:
         marker = install(key, venv)
         log(f"cce-knowledge {marker['version']}: installed into {venv} in {marker['seconds']} s")
@@ -230,7 +234,7 @@ def main(argv: list[str]) -> int:
             f"native .cck accelerator {accel}; the pure Python path gives the same bytes, slower",
         )
     log(f"setup took {time.monotonic() - started:.1f} s")
-    set_output("version", marker.get("version", ""))
+    set_output("version", escape_data(str(marker.get("version", ""))))
     set_output("python", str(venv_python(venv)))
     set_output("bin", str(venv_python(venv).parent))
     return 0
