@@ -59,10 +59,13 @@ DOCS="$OUT/docs-repo"
 rm -rf "$DOCS"
 mkdir -p "$DOCS"
 cp -R "$HERE/docs/." "$DOCS/"
+# (Identity through the environment: it wins over any GIT_AUTHOR_*/GIT_COMMITTER_* the
+# caller has set, which `-c user.name=` would not.)
 git_c() {
-  GIT_AUTHOR_DATE="$1" GIT_COMMITTER_DATE="$1" git -C "$DOCS" \
-    -c user.name="Acme Docs" -c user.email="docs@acme.example" -c commit.gpgsign=false \
-    commit -q -m "$2"
+  GIT_AUTHOR_DATE="$1" GIT_COMMITTER_DATE="$1" \
+    GIT_AUTHOR_NAME="Acme Docs" GIT_AUTHOR_EMAIL="docs@acme.example" \
+    GIT_COMMITTER_NAME="Acme Docs" GIT_COMMITTER_EMAIL="docs@acme.example" \
+    git -C "$DOCS" -c commit.gpgsign=false commit -q -m "$2"
 }
 git -C "$DOCS" init -q
 git -C "$DOCS" symbolic-ref HEAD refs/heads/main
