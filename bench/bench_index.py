@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""Benchmark `cce knowledge index` against its floor.
+"""Benchmark `cce knowledge index` (store + search index) against its floor and bm25s.
 
     python bench/bench_index.py CORPUS.jsonl [CORPUS.jsonl ...] [--jobs N] [--repeat R]
 
-For each corpus, in the same run, two fresh processes are timed:
+For each corpus, in the same run, fresh processes are timed:
 
 * **ours** — `python -m cce_knowledge knowledge index CORPUS --dir <tmp> --jobs N`,
   the whole command: interpreter start, read, parse, redact, chunk, embed, render,
-  atomic save, with the default (extended) redaction; and the same with
-  `--redaction reference` (the reference's rules only), so the cost of the extended
-  rules shows beside it;
+  atomic save, then the derived search index built from the store under the same
+  lock, with the default (extended) redaction. The command reports the search-index
+  build's own time on stderr, so the store index alone is the rest;
+* **ours, reference redaction** — the same with `--redaction reference` (the
+  reference's rules only), so the cost of the extended rules shows beside it;
+* **first search** — `cce knowledge search` in a new process right after the index
+  (cold: nothing left to build);
+* **bm25s** — a process that reads the feed, tokenizes whole records (title + body,
+  English stopwords), builds a bm25s index and saves it: its size and peak memory are
+  the peer of our search index;
 * **floor** — one process that renders the same documents (`# title` + body, not
   timed) and then parses each with tree-sitter-markdown's block grammar, timed.
 
-Wall time is end to end for ours and the parse loop only for the floor (the strict
+Wall time is end to end except for the floor (its parse loop only, the strict
 reading). Peak memory is the highest sum of PSS (proportional set size, so pages
 shared copy-on-write with forked workers count once) over the process and all its
 descendants (workers included), sampled every 20 ms from /proc. With R > 1 the best
@@ -27,6 +34,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -36,6 +44,7 @@ import time
 from pathlib import Path
 
 LAST_CPU = 0.0
+LAST_ERR = ""
 
 
 def _children(pid: int) -> list[int]:
@@ -86,7 +95,8 @@ def _tree_rss_kb(root: int) -> int:
 
 
 def run_measured(cmd: list[str], *, sample: bool = True) -> tuple[float, int, str]:
-    """Run `cmd`; return (wall seconds, peak tree memory in KiB, stdout).
+    """Run `cmd`; return (wall seconds, peak tree memory in KiB, stdout); its stderr is
+    left in `LAST_ERR`.
 
     Sampling PSS reads /proc/<pid>/smaps_rollup of every process 50 times a second,
     which walks page tables and steals time from the measured workers on a 2-core
@@ -96,7 +106,7 @@ def run_measured(cmd: list[str], *, sample: bool = True) -> tuple[float, int, st
     The CPU seconds (user + sys) of the process and its reaped descendants are left
     in `LAST_CPU`: on a loaded machine they show the work done, whatever the share
     of the cores the run was given."""
-    global LAST_CPU
+    global LAST_CPU, LAST_ERR
     peak = 0
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -119,6 +129,7 @@ def run_measured(cmd: list[str], *, sample: bool = True) -> tuple[float, int, st
         th.join()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     LAST_CPU = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    LAST_ERR = err
     if p.returncode != 0:
         raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err}")
     return wall, peak, out
@@ -160,6 +171,38 @@ def floor_main(corpus: str) -> None:
     )
 
 
+def bm25s_main(corpus: str, out: str) -> None:
+    """Child process: build and save a bm25s index of whole records."""
+    import bm25s
+
+    t0 = time.perf_counter()
+    texts: list[str] = []
+    with open(corpus, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                texts.append(rec["title"] + "\n" + rec["body"])
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    retriever.save(out)
+    print(json.dumps({"wall": time.perf_counter() - t0}))
+
+
+BM25S_QUERY = (
+    "import sys, bm25s\n"
+    "r = bm25s.BM25.load(sys.argv[1], mmap=True)\n"
+    "r.retrieve(bm25s.tokenize([sys.argv[2]], stopwords='en', show_progress=False), k=8, show_progress=False)\n"
+)
+QUERY = "retry with exponential backoff and jitter"
+
+
+def _tree_size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+_SEARCH_LINE = re.compile(r"search index: built in ([0-9.]+) s")
+
+
 def _pct(sorted_vals: list[float], q: float) -> float:
     if not sorted_vals:
         return 0.0
@@ -171,24 +214,41 @@ def _pct(sorted_vals: list[float], q: float) -> float:
 
 def bench(corpus: Path, jobs: int, repeat: int) -> None:
     size = corpus.stat().st_size
-    best_ours: tuple[float, int, str] | None = None
+    best: tuple[float, float, str] | None = None  # (wall, search-index seconds, stdout)
     best_floor: tuple[float, int, dict[str, object]] | None = None
     store_sha = ref_sha = ""
     ours_cpu = floor_cpu = ref_cpu = 0.0
     best_ref: float | None = None
     ours_cmd = [sys.executable, "-m", "cce_knowledge", "knowledge", "index", str(corpus)]
+    search_cmd = [sys.executable, "-m", "cce_knowledge", "knowledge", "search", QUERY, "-k", "8"]
     floor_cmd = [sys.executable, __file__, "--floor-child", str(corpus)]
-    # One sampled run of each for peak memory, then `repeat` unsampled runs for time.
+    # One sampled run of each for peak memory (and the sizes and first search), then
+    # `repeat` unsampled runs for time.
     with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
-        _, opeak_mem, _ = run_measured([*ours_cmd, "--dir", tmp, "--jobs", str(jobs)])
+        _, opeak, _ = run_measured([*ours_cmd, "--dir", tmp, "--jobs", str(jobs)])
+        kd = Path(tmp) / ".cce" / "knowledge"
+        snap = (kd / "current").read_text().strip()
+        store_size = (kd / f"{snap}.json").stat().st_size
+        idx_size = _tree_size(kd / "search")
+        first_wall, first_peak, _ = run_measured([*search_cmd, "--dir", tmp])
+        second_wall, _, _ = run_measured([*search_cmd, "--dir", tmp], sample=False)
+        bdir = Path(tmp) / "bm25s"
+        _, bpeak, bout = run_measured(
+            [sys.executable, __file__, "--bm25s-child", str(corpus), str(bdir)]
+        )
+        bwall = float(json.loads(bout)["wall"])
+        bsize = _tree_size(bdir)
+        bq_wall, bq_peak, _ = run_measured([sys.executable, "-c", BM25S_QUERY, str(bdir), QUERY])
     _, fpeak_mem, _ = run_measured(floor_cmd)
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
             wall, _, out = run_measured(
                 [*ours_cmd, "--dir", tmp, "--jobs", str(jobs)], sample=False
             )
-            if best_ours is None or wall < best_ours[0]:
-                best_ours = (wall, opeak_mem, out)
+            m = _SEARCH_LINE.search(LAST_ERR)
+            sidx = float(m.group(1)) if m else float("nan")
+            if best is None or wall < best[0]:
+                best = (wall, sidx, out)
                 ours_cpu = LAST_CPU
             snap = (Path(tmp) / ".cce" / "knowledge" / "current").read_text().strip()
             store_sha = hashlib.sha256(
@@ -208,37 +268,52 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
         if best_floor is None or info["wall"] < best_floor[0]:
             best_floor = (float(info["wall"]), fpeak_mem, info)
             floor_cpu = float(info["cpu"])
-    assert best_ours is not None and best_floor is not None and best_ref is not None
-    ow, opeak, oout = best_ours
+    assert best is not None and best_floor is not None and best_ref is not None
+    ow, sidx, oout = best
     fw, fpeak, info = best_floor
     lat = info["lat"]
     assert isinstance(lat, list)
     records = next((ln.split(":")[1].strip() for ln in oout.splitlines() if "records" in ln), "?")
     chunks = next((ln.split(":")[1].strip() for ln in oout.splitlines() if "chunks" in ln), "?")
     mb = size / 1e6
+    store_w = ow - sidx
     print(f"corpus  {corpus}  ({mb:.1f} MB, {records} records, {chunks} chunks; best of {repeat})")
-    print(f"  {'':24}{'wall s':>10}{'cpu s':>10}{'MB/s':>10}{'peak PSS MiB':>15}")
+    print(f"  {'':34}{'wall s':>10}{'cpu s':>10}{'peak PSS MiB':>15}{'size MB':>10}")
     print(
-        f"  {'ours: index --jobs ' + str(jobs):24}{ow:>10.2f}{ours_cpu:>10.2f}{mb / ow:>10.2f}{opeak / 1024:>15.0f}"
+        f"  {'ours: index --jobs ' + str(jobs) + ' (all)':34}{ow:>10.2f}{ours_cpu:>10.2f}"
+        f"{opeak / 1024:>15.0f}{store_size / 1e6 + idx_size / 1e6:>10.1f}"
     )
     print(
-        f"  {'ours --redaction reference':24}{best_ref:>10.2f}{ref_cpu:>10.2f}{mb / best_ref:>10.2f}{'':>15}"
+        f"  {'  of which the store index':34}{store_w:>10.2f}{'':>10}{'':>15}{store_size / 1e6:>10.1f}"
     )
     print(
-        f"  {'floor: ts-md parse (1p)':24}{fw:>10.2f}{floor_cpu:>10.2f}{mb / fw:>10.2f}{fpeak / 1024:>15.0f}"
+        f"  {'  of which the search index':34}{sidx:>10.2f}{'':>10}{'':>15}{idx_size / 1e6:>10.1f}"
+    )
+    print(f"  {'ours --redaction reference (all)':34}{best_ref:>10.2f}{ref_cpu:>10.2f}")
+    print(
+        f"  {'bm25s: build + save (1p)':34}{bwall:>10.2f}{'':>10}{bpeak / 1024:>15.0f}{bsize / 1e6:>10.1f}"
+    )
+    print(f"  {'floor: ts-md parse (1p)':34}{fw:>10.2f}{floor_cpu:>10.2f}{fpeak / 1024:>15.0f}")
+    print(
+        f"  {'ours: first search, cold':34}{first_wall:>10.2f}{'':>10}{first_peak / 1024:>15.0f}"
+        f"   (second: {second_wall:.2f} s)"
     )
     print(
-        f"  ratio ours/floor: wall {ow / fw:.2f}x (target <= 1.5x); cpu {ours_cpu / max(floor_cpu, 1e-9):.2f}x"
-        f" (ours incl. interpreter start, read, parse, save; floor = parse loop only)"
+        f"  {'bm25s: load (mmap) + 1 query, cold':34}{bq_wall:>10.2f}{'':>10}{bq_peak / 1024:>15.0f}"
     )
     print(
-        f"  ratio reference-redaction/floor: wall {best_ref / fw:.2f}x; cpu "
-        f"{ref_cpu / max(floor_cpu, 1e-9):.2f}x; extended/reference cpu {ours_cpu / max(ref_cpu, 1e-9):.2f}x"
+        f"  ratios: index (all) / store index {ow / max(store_w, 1e-9):.2f}x (target <= 2x); "
+        f"search index / bm25s size {idx_size / max(bsize, 1):.1f}x; "
+        f"store index / floor wall {store_w / fw:.2f}x"
     )
     print(
         "  floor per-document parse latency ms: "
         f"p50 {_pct(lat, 0.50) * 1e3:.2f}  p95 {_pct(lat, 0.95) * 1e3:.2f}  "
         f"p99 {_pct(lat, 0.99) * 1e3:.2f}  max {(lat[-1] if lat else 0) * 1e3:.2f}"
+    )
+    print(
+        f"  ratio reference-redaction/floor: wall {best_ref / fw:.2f}x; cpu "
+        f"{ref_cpu / max(floor_cpu, 1e-9):.2f}x; extended/reference cpu {ours_cpu / max(ref_cpu, 1e-9):.2f}x"
     )
     same = "identical" if ref_sha == store_sha else "differ: the extended rules found more"
     print(f"  store sha256 {store_sha} (reference redaction {ref_sha[:16]}…, {same})")
@@ -251,6 +326,9 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--floor-child":
         floor_main(sys.argv[2])
+        return
+    if len(sys.argv) == 4 and sys.argv[1] == "--bm25s-child":
+        bm25s_main(sys.argv[2], sys.argv[3])
         return
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

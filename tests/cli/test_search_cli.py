@@ -12,7 +12,7 @@ import pytest
 
 from cce_knowledge.cli.main import main
 from cce_knowledge.retrieval import Searcher, search_index_status, search_knowledge
-from cce_knowledge.retrieval.search_index import index_path, search_dir
+from cce_knowledge.retrieval.search_index import build_search_index, index_path, search_dir
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.store_file import save
 from tests.helpers.paths import TESTS
@@ -24,6 +24,7 @@ QUERY = "how many failed login attempts before an account is locked"
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
     save(tmp_path, ingest_feed(ASK_CORPUS.read_bytes(), 400))
+    build_search_index(tmp_path)  # as `cce knowledge index` does
     return tmp_path
 
 
@@ -116,10 +117,18 @@ def test_ranking_from_config(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert rc == 0 and "[0.946886]" not in out
 
 
-def test_index_is_built_lazily_kept_fresh_and_rebuilt(root: Path) -> None:
+def test_a_missing_index_is_built_lazily_kept_fresh_and_rebuilt(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert search_index_status(root) == "fresh"  # built with the store
+    for p in search_dir(root).glob("*.idx"):
+        p.unlink()
     assert search_index_status(root) == "missing"
     s = Searcher(root)
     first = s.search(QUERY, 3)
+    # The fallback says what it is doing (it is slow on a big store).
+    err = capsys.readouterr().err
+    assert err.startswith("building the search index for snapshot ") and "missing or stale" in err
     assert search_index_status(root) == "fresh"
     path = index_path(root, s.store.snapshot if s.store else "")
     assert path.is_file() and path.parent == search_dir(root)
@@ -189,3 +198,29 @@ def test_cold_search_imports_stay_lean(root: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert "HEAVY []" in out.stdout, out.stdout
+
+
+def _no_build(*_a: object, **_k: object) -> None:
+    raise AssertionError("the search built the index: index/pull should have")
+
+
+def test_first_search_after_index_needs_no_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cce_knowledge.retrieval import search_index as si
+
+    rc, _, err = _run(capsys, "knowledge", "index", str(ASK_CORPUS), "--dir", str(tmp_path))
+    assert rc == 0 and err.startswith("search index: built in "), err
+    assert search_index_status(tmp_path) == "fresh"
+    monkeypatch.setattr(si, "build_search_index", _no_build)
+    monkeypatch.setattr(si, "build_bytes", _no_build)
+    rc, out, err = _run(capsys, "knowledge", "search", QUERY, "--dir", str(tmp_path))
+    assert (rc, err) == (0, "") and "gh:acme/shop#101" in out
+
+
+def test_quiet_index_still_builds_the_search_index_silently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, _, err = _run(capsys, "knowledge", "index", str(ASK_CORPUS), "--dir", str(tmp_path), "-q")
+    assert (rc, err) == (0, "")
+    assert search_index_status(tmp_path) == "fresh"

@@ -280,7 +280,7 @@ def test_parallel_build_gives_the_same_bytes() -> None:
 def test_parallel_build_reports_a_failing_worker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import pytest
 
-    import cce_knowledge.retrieval.reference_indexed as fr
+    import cce_knowledge.retrieval.index_build as fr
     from cce_knowledge.core.errors import StoreError
 
     def boom(*_a: object) -> dict[str, bytes]:

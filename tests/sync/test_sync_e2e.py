@@ -13,6 +13,7 @@ import pytest
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.store_file import save
 from cce_knowledge.sync.cache import read_remote_current
+from tests.helpers.paths import TESTS
 from tests.helpers.sync import CURATED, bare_file, bare_ls, feed, index, refs, store_files
 from tests.helpers.sync_env import SyncEnv, cli
 
@@ -809,3 +810,79 @@ def test_status_after_pull_with_remote_shows_where_it_came_from(
     # the marker's bytes stay the reference's: the remote is kept beside it
     marker = json.loads((cons / ".cce/knowledge/synced.json").read_text())
     assert sorted(marker) == ["checksum", "corpus_id", "installed_sha256", "snapshot"]
+
+
+def test_first_search_after_pull_needs_no_build(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cce_knowledge.retrieval import search_index as si
+    from cce_knowledge.retrieval import search_index_status
+
+    env = sync_env
+    _push_fixture(env, capsys)
+    env.home("home-consumer")
+    cons = env.root("consumer")
+    rc, _, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "fixture", "--remote", env.url, "--dir", str(cons)
+    )
+    assert rc == 0 and "search index: built in " in err, err
+    assert search_index_status(cons) == "fresh"
+    into = env.root("ws")
+    rc, _, err = cli(capsys, "sync", "pull", "--all", "--into", str(into), "--remote", env.url)
+    assert rc == 0 and "search index: built in " in err, err
+    assert search_index_status(into) == "fresh"
+
+    def no_build(*_a: object, **_k: object) -> None:
+        raise AssertionError("the search built the index: pull should have")
+
+    monkeypatch.setattr(si, "build_search_index", no_build)
+    monkeypatch.setattr(si, "build_bytes", no_build)
+    for root in (cons, into):
+        rc, out, err = cli(capsys, "knowledge", "search", "retry", "--dir", str(root))
+        assert (rc, err) == (0, ""), err
+    # Up to date, index present: `sync pull --all` leaves it alone.
+    rc, out, err = cli(capsys, "sync", "pull", "--all", "--into", str(into), "--remote", env.url)
+    assert rc == 0 and "up-to-date" in out and "search index" not in err
+
+
+def test_progress_lines_for_push_pull_verify_and_ask_keep_json_pure(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI mode with no pacing: every step reports, on stderr only.
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("CCE_PROGRESS_INTERVAL", "0")
+    env = sync_env
+    prod = env.root("producer")
+    index(prod, CURATED.read_bytes())
+    rc, out, err = cli(
+        capsys, "knowledge", "push", "--corpus", "fixture", "--remote", env.url,
+        "--dir", str(prod), "--json",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert json.loads(out)["published"] is True
+    for step in ("push: export: done in", "push: commit: done in", "push: LFS upload: done in"):
+        assert step in err, err
+    assert "\r" not in err
+    cons = env.root("consumer")
+    rc, out, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "fixture", "--remote", env.url,
+        "--dir", str(cons), "--json",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert json.loads(out)["snapshot"] == SNAP
+    for step in ("pull: fetch: done in", "pull: verify + render: ", "search index: 4/4 sections"):
+        assert step in err, err
+    rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(cons))
+    assert rc == 0 and out.startswith("verify OK") and "verify: 8.6 KiB/8.6 KiB (100%), " in err
+    suite = TESTS / "vectors" / "ask" / "ask.jsonl"
+    rc, out, err = cli(capsys, "knowledge", "ask", str(suite), "--json")
+    assert "ask: 1/" in err and "cases (" in err
+    json.loads(out)
+    # -q: nothing on stderr at all.
+    rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(cons), "-q")
+    assert (rc, err) == (0, "")
+    rc, out, err = cli(
+        capsys, "knowledge", "pull", "--corpus", "fixture", "--remote", env.url,
+        "--dir", str(cons), "-q", "--force",
+    )  # fmt: skip
+    assert (rc, err) == (0, "")

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.search_index import SearchBuild
 
 
 def add_dir(p: argparse.ArgumentParser) -> None:
@@ -21,3 +26,20 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress on stderr (a bar on a terminal, a line every few seconds otherwise)",
     )
+
+
+def report_search_build(built: SearchBuild | None) -> None:
+    """The search-index step's line on stderr (stdout keeps the reference's lines)."""
+    from cce_knowledge.core import progress
+
+    sys.stdout.flush()
+    if built is None or not built.built:
+        return
+    if built.error is not None:
+        print(
+            f"warning: the search index could not be built ({built.error}); "
+            "the first search will build it",
+            file=sys.stderr,
+        )
+        return
+    progress.note(f"search index: built in {built.seconds:.1f} s ({built.size / 1e6:.1f} MB)")

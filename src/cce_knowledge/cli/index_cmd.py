@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir, add_quiet
+from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
 
 DESCRIPTION = """\
 Index a cce.knowledge/v1 NDJSON feed into the local knowledge store.
@@ -28,6 +28,11 @@ identical bytes either way.
 
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
+
+The derived search index (ROOT/.cce/knowledge/search/) is built from the new store
+under the same lock, so the first search needs no build; its time is reported on
+stderr. Progress goes to stderr too: a bar on a terminal, a line every few seconds
+otherwise; -q/--quiet silences both.
 
 exit status: 0 indexed, 1 refused or failed, 2 usage error"""
 
@@ -78,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be at least 1")
     if args.max_record_bytes is not None and args.max_record_bytes < 1:
         raise UsageError("--max-record-bytes must be at least 1")
+    from cce_knowledge.retrieval.search_index import build_step
+
     out = index_to_root(
         args.feed,
         root=args.dir,
@@ -85,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         redaction=args.redaction,
         max_record_bytes=args.max_record_bytes,
+        after_save=lambda snap: build_step(args.dir, snap),
     )
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:
@@ -96,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         f"  store     : {out.store_display}",
     ]
     print("\n".join(lines))
+    report_search_build(out.search)
     if out.records == 0:
         # Valid (the reference accepts it), but rarely meant: an adapter that failed
         # quietly would otherwise replace a working store without a word.

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.cli.common import add_dir, add_quiet
+from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
 
 if TYPE_CHECKING:
     from cce_knowledge.sync.push import PushResult
@@ -80,10 +80,16 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _pull(args: argparse.Namespace) -> int:
+    from cce_knowledge.retrieval.search_index import build_step
     from cce_knowledge.sync.pull import pull_corpus
 
     res = pull_corpus(
-        args.dir, corpus=args.corpus, snapshot=args.snapshot, force=args.force, remote=args.remote
+        args.dir,
+        corpus=args.corpus,
+        snapshot=args.snapshot,
+        force=args.force,
+        remote=args.remote,
+        after_install=lambda snap: build_step(args.dir, snap),
     )
     if args.json:
         _json(
@@ -100,6 +106,7 @@ def _pull(args: argparse.Namespace) -> int:
         )
     else:
         _emit(res.report)
+    report_search_build(res.search)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     from cce_knowledge.cli.semantic_cmds import embed_step
@@ -219,10 +226,17 @@ def _sync_pull(args: argparse.Namespace) -> int:
         )
     if args.into is None:
         parser.error("--all requires --into <dir>")
+    from cce_knowledge.retrieval.search_index import ensure_step
     from cce_knowledge.sync.pull_all import pull_all
 
-    res = pull_all(args.into, remote=args.remote, corpus=args.corpus)
+    res = pull_all(
+        args.into,
+        remote=args.remote,
+        corpus=args.corpus,
+        after_install=lambda snap: ensure_step(args.into, snap),
+    )
     _emit(res.report)
+    report_search_build(res.search)
     return 0
 
 

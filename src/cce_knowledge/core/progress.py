@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ __all__ = [
     "Task",
     "configure",
     "current",
+    "note",
+    "phase",
     "resolve",
     "task",
 ]
@@ -255,6 +258,8 @@ def _make_bar(desc: str, total: int | None, unit: str, st: ProgressSettings) -> 
     # Lazy: tqdm costs ~20-60 ms; only a drawn bar needs it.
     from tqdm import tqdm
 
+    # No monitor thread: the search-index build forks, and a fork wants one thread.
+    tqdm.monitor_interval = 0
     kw: dict[str, Any] = {
         "desc": desc,
         "total": total,
@@ -268,7 +273,55 @@ def _make_bar(desc: str, total: int | None, unit: str, st: ProgressSettings) -> 
         kw.update(unit="B", unit_scale=True, unit_divisor=1024)
     elif unit:
         kw["unit"] = " " + unit
+    elif total is None:
+        kw["bar_format"] = "{desc}: {elapsed}"  # a phase: no counts to show
     return tqdm(**kw)
+
+
+def note(text: str) -> None:
+    """A one-line report of a finished step (e.g. its time) on stderr; silent when
+    progress is off (`-q/--quiet`, library callers)."""
+    st = current()
+    if st.mode is Mode.OFF:
+        return
+    out = st.out()
+    try:
+        out.write(text + "\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class _Phase(Task):
+    """A step without counts (a git fetch, a push): elapsed time, kept alive by a
+    heartbeat thread so the bar keeps ticking and CI still gets its periodic line."""
+
+    def __init__(self, desc: str, settings: ProgressSettings | None = None) -> None:
+        super().__init__(desc, None, "", settings)
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if self.settings.mode is not Mode.OFF:
+            self._beat = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._beat.start()
+
+    def _run(self) -> None:
+        step = 0.5 if self.settings.mode is Mode.BAR else max(self.settings.interval, 0.05)
+        while not self._stop.wait(step):
+            if self._bar is not None:
+                self._bar.refresh()
+            else:
+                self.advance(0)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        super().close()
+
+
+def phase(desc: str) -> Task:
+    """A progress task for a step that has no counts (elapsed time only)."""
+    return _Phase(desc)
 
 
 def task(desc: str, total: int | None = None, unit: str = "") -> Task:

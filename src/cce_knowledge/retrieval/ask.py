@@ -185,7 +185,13 @@ def run_ask(
             return search_knowledge(store, query, k, floor, ranking=rk)
 
     floor = float(min_score)
-    results = [score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor)) for c in suite.cases]
+    from cce_knowledge.core import progress
+
+    with progress.task("ask", total=len(suite.cases), unit="cases") as bar:
+        results = [
+            score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor))
+            for c in bar.wrap(suite.cases)
+        ]
     return AskReport(
         corpus=label,
         min_score=floor,

@@ -25,27 +25,23 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import re
-from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.core.errors import StoreError
-from cce_knowledge.core.rustcompat import ascii_lower, rs_trim
-from cce_knowledge.engine.embed import DIM, fnv1a64, hash_embed
+from cce_knowledge.core.rustcompat import rs_trim
+from cce_knowledge.engine.embed import DIM, hash_embed
 from cce_knowledge.engine.ranking_primitives import K1, RRF_K, B, bm25_idf, unique_in_order
 from cce_knowledge.engine.tokenizer import tokenize
 from cce_knowledge.retrieval.hits import finish_hits
+from cce_knowledge.retrieval.index_build import int_code
 from cce_knowledge.retrieval.reference import (
-    DROPPED_REASONS,
     PATH_PENALTY,
     PER_RECORD_CAP,
     PR_BOOST,
     file_hints,
-    has_pr_link,
     is_code_lookup,
-    path_penalised,
     reference_search,
 )
 
@@ -53,173 +49,6 @@ if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.retrieval.search_index import FastIndex
     from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
-
-
-_BUCKETS: dict[str, tuple[int, int]] = {}
-
-
-def _bucket(tok: str) -> tuple[int, int]:
-    r = _BUCKETS.get(tok)
-    if r is None:
-        h = fnv1a64(tok.encode("ascii"))
-        r = _BUCKETS[tok] = (h % DIM, -1 if h >> 63 else 1)
-    return r
-
-
-def _counts(tokens: list[str]) -> tuple[list[int], int]:
-    """Signed bucket counts of the hash embedder (before normalisation)."""
-    v = [0] * DIM
-    for t in tokens:
-        b, s = _bucket(t)
-        v[b] += s
-    sq = 0
-    for x in v:
-        sq += x * x
-    return v, sq
-
-
-def reference_sections(store: KnowledgeStore, live_to_doc: Sequence[int]) -> dict[str, bytes]:
-    """Sections the vectorised reference ranking needs (empty when it must fall back)."""
-    live = [c for c in store.chunks if c.state_reason not in DROPPED_REASONS]
-    n = len(live)
-    if n == 0 or len({c.chunk_id for c in live}) != n:
-        return {}
-    toks = [tokenize(c.content) for c in live]
-    meta: dict[str, Any] = {"n": n}
-    embeddings = _embedding_sections(live, toks, meta)
-    postings = _posting_sections(live, toks, meta)
-    # The file lays sections out in this order: keep it, so the bytes do not change.
-    return {
-        **embeddings,
-        "ref_meta": json.dumps(meta, sort_keys=True).encode(),
-        **postings,
-        **_record_sections(live),
-        **_tie_sections(live),
-        "ref_doc": array("i", live_to_doc).tobytes(),
-    }
-
-
-def _embedding_sections(
-    live: list[KnowledgeChunk], toks: list[list[str]], meta: dict[str, Any]
-) -> dict[str, bytes]:
-    """Embeddings as bucket counts + norms (column-major) when that reproduces every
-    stored float exactly, else the floats themselves; `meta["cnt"]` says which."""
-    counts: list[list[int]] = []
-    norms = array("d")
-    exact = True
-    for c, ts in zip(live, toks, strict=True):
-        v, sq = _counts(ts)
-        norm = math.sqrt(float(sq)) if sq else 1.0
-        if c.embedding and (
-            len(c.embedding) != DIM
-            or any(x / norm != e for x, e in zip(v, c.embedding, strict=True))
-        ):
-            exact = False
-        counts.append(v)
-        norms.append(norm)
-    if exact:
-        peak = max((abs(x) for v in counts for x in v), default=0)
-        code = "b" if peak < 128 else "h" if peak < 32768 else "i"
-        col = array(code)
-        for d in range(DIM):
-            col.extend(v[d] for v in counts)
-        meta["cnt"] = code
-        return {"ref_cnt": col.tobytes(), "ref_norm": norms.tobytes()}
-    # A short stored embedding only sums its own prefix; pad-with-zero is identical.
-    emb = array("d")
-    embs = [c.embedding if c.embedding else hash_embed(c.content) for c in live]
-    for d in range(DIM):
-        emb.extend(e[d] if d < len(e) else 0.0 for e in embs)
-    meta["cnt"] = None
-    return {"ref_emb": emb.tobytes()}
-
-
-def _posting_sections(
-    live: list[KnowledgeChunk], toks: list[list[str]], meta: dict[str, Any]
-) -> dict[str, bytes]:
-    """The vocabulary (content tokens ∪ title/label tokens) with two posting lists per
-    term: (chunk, term frequency) in the content, and chunks sharing the term."""
-    tf_post: dict[str, list[tuple[int, int]]] = {}
-    share_post: dict[str, list[int]] = {}
-    total = 0
-    dls = array("i")
-    for i, (c, ts) in enumerate(zip(live, toks, strict=True)):
-        tf: dict[str, int] = {}
-        for t in ts:
-            tf[t] = tf.get(t, 0) + 1
-        for t, f in tf.items():
-            tf_post.setdefault(t, []).append((i, f))
-        dls.append(len(ts))
-        total += len(ts)
-        extra = tokenize(c.title + "".join(" " + lab for lab in c.labels))
-        for t in set(ts) | set(extra):
-            share_post.setdefault(t, []).append(i)
-    vocab = sorted(set(tf_post) | set(share_post))
-    blob = bytearray(b"\n")
-    off = array("q")
-    tptr, tids, tfs = array("q", [0]), array("i"), array("i")
-    sptr, sids = array("q", [0]), array("i")
-    for t in vocab:
-        off.append(len(blob))
-        blob += t.encode("ascii") + b"\n"
-        for i, f in tf_post.get(t, ()):
-            tids.append(i)
-            tfs.append(f)
-        tptr.append(len(tids))
-        sids.extend(sorted(share_post.get(t, ())))
-        sptr.append(len(sids))
-    meta["avgdl"] = total / len(live)
-    meta["vocab"] = len(vocab)
-    return {
-        "ref_vocab": bytes(blob),
-        "ref_vocab_off": off.tobytes(),
-        "ref_tf_ptr": tptr.tobytes(),
-        "ref_tf_ids": tids.tobytes(),
-        "ref_tf": tfs.tobytes(),
-        "ref_sh_ptr": sptr.tobytes(),
-        "ref_sh_ids": sids.tobytes(),
-        "ref_dl": dls.tobytes(),
-    }
-
-
-def _record_sections(live: list[KnowledgeChunk]) -> dict[str, bytes]:
-    """Per chunk: its lower-cased record id, a record code, and the record-level flags
-    the ranking applies (over the per-record cap, path penalty, PR link)."""
-    rid_blob = bytearray(b"\n")
-    rid_off = array("q")
-    rec_code = array("i")
-    codes: dict[str, int] = {}
-    for c in live:
-        rid_off.append(len(rid_blob))
-        rid_blob += ascii_lower(c.record_id).encode("utf-8") + b"\n"
-        rec_code.append(codes.setdefault(c.record_id, len(codes)))
-    per_rec: dict[int, int] = {}
-    for r in rec_code:
-        per_rec[r] = per_rec.get(r, 0) + 1
-    return {
-        "ref_rid": bytes(rid_blob),
-        "ref_rid_off": rid_off.tobytes(),
-        "ref_rec": rec_code.tobytes(),
-        "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rec_code),
-        "ref_pen": bytes(1 if path_penalised(c.record_id) else 0 for c in live),
-        "ref_pr": bytes(1 if has_pr_link(c.links) else 0 for c in live),
-    }
-
-
-def _tie_sections(live: list[KnowledgeChunk]) -> dict[str, bytes]:
-    """Each chunk's rank by chunk id, and by the final tie order (newest `updated_at`
-    first, then chunk id)."""
-    n = len(live)
-    by_cid = sorted(range(n), key=lambda i: live[i].chunk_id)
-    cid_rank = array("i", [0] * n)
-    for r, i in enumerate(by_cid):
-        cid_rank[i] = r
-    tie = sorted(range(n), key=lambda i: live[i].chunk_id)
-    tie.sort(key=lambda i: live[i].updated_at or "", reverse=True)
-    tie_rank = array("i", [0] * n)
-    for r, i in enumerate(tie):
-        tie_rank[i] = r
-    return {"ref_cid_rank": cid_rank.tobytes(), "ref_tie_rank": tie_rank.tobytes()}
 
 
 def _score_keys(np: Any, x: Any) -> Any:
@@ -254,17 +83,31 @@ class ReferenceIndex:
             self.norm = arr("ref_norm", np.float64)
             self.emb = None
         else:
+            self.cnt = None
             self.emb = arr("ref_emb", np.float64).reshape(DIM, n)
+        self.cx_ptr: Any = None
+        self.cx_ids: Any = None
+        self.cx_val: Any = None
+        if fi.has("ref_cnt_xptr"):
+            self.cx_ptr = arr("ref_cnt_xptr", np.int64)
+            self.cx_ids = arr("ref_cnt_xids", np.int32)
+            self.cx_val = arr("ref_cnt_xval", np.int32)
         self.vocab = bytes(fi.raw("ref_vocab"))
-        self.vocab_off = arr("ref_vocab_off", np.int64)
-        self.tf_ptr = arr("ref_tf_ptr", np.int64)
+
+        def iarr(name: str, count: int) -> Any:
+            code = int_code(len(fi.raw(name)), count)
+            return arr(name, np.int32 if code == "i" else np.int64).astype(np.int64)
+
+        nv = meta["vocab"]
+        self.vocab_off = iarr("ref_vocab_off", nv)
+        self.tf_ptr = iarr("ref_tf_ptr", nv + 1)
         self.tf_ids = arr("ref_tf_ids", np.int32)
-        self.tf = arr("ref_tf", np.int32)
-        self.sh_ptr = arr("ref_sh_ptr", np.int64)
-        self.sh_ids = arr("ref_sh_ids", np.int32)
+        self.tf = arr("ref_tf", {"B": np.uint8, "H": np.uint16, "i": np.int32}[meta["tf"]])
+        self.sx_ptr = iarr("ref_sx_ptr", nv + 1)
+        self.sx_ids = arr("ref_sx_ids", np.int32)
         self.dl = arr("ref_dl", np.int32).astype(np.float64)
         self.rid = bytes(fi.raw("ref_rid"))
-        self.rid_off = arr("ref_rid_off", np.int64)
+        self.rid_off = iarr("ref_rid_off", n)
         self.rec = arr("ref_rec", np.int32)
         self.multi = arr("ref_multi", np.uint8).astype(bool)
         self.pen = arr("ref_pen", np.uint8).astype(bool)
@@ -355,11 +198,7 @@ class ReferenceIndex:
         for d in range(DIM):
             q = qvec[d]
             if q != 0.0:
-                col = (
-                    self.emb[d]
-                    if self.emb is not None
-                    else self.cnt[d].astype(np.float64) / self.norm
-                )
+                col = self.emb[d] if self.emb is not None else self._count_column(d) / self.norm
                 cos = cos + q * col
         vkey = _score_keys(np, cos)
         vorder = np.lexsort((self.cid_rank, -vkey))
@@ -411,8 +250,10 @@ class ReferenceIndex:
         key = _score_keys(np, final)
 
         keep = ~(final < min_score)
-        keep &= self._mask_from(
-            self.sh_ptr, self.sh_ids, [i for i in (self._term(t) for t in set(qt)) if i >= 0]
+        # A chunk shares a query token through its content or its title/labels.
+        qids = [i for i in (self._term(t) for t in set(qt)) if i >= 0]
+        keep &= self._mask_from(self.tf_ptr, self.tf_ids, qids) | self._mask_from(
+            self.sx_ptr, self.sx_ids, qids
         )
         if self.multi.any():
             keep &= self._cap(key)
@@ -427,6 +268,15 @@ class ReferenceIndex:
             (fi.chunk(int(self.doc[idx[j]])), float(boosted[j])) for j in order
         ]
         return finish_hits(pairs, top_k)
+
+    def _count_column(self, d: int) -> Any:
+        """Dimension d's bucket counts as float64 (int8 cells, exceptions patched in)."""
+        col = self.cnt[d].astype(self.np.float64)
+        if self.cx_ptr is not None:
+            a, b = int(self.cx_ptr[d]), int(self.cx_ptr[d + 1])
+            if b > a:
+                col[self.cx_ids[a:b]] = self.cx_val[a:b]
+        return col
 
     def _cap(self, key: Any) -> Any:
         """At most PER_RECORD_CAP chunks per record, in (score_key ↓, chunk_id ↑) order."""

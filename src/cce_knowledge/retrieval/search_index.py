@@ -1,16 +1,17 @@
 """The derived search index: a compact, memory-mapped form of the store for fast search.
 
 Re-reading a pretty-JSON store (tens of MB, 256 floats per chunk) per query is too
-slow, so the first search (or `build_search_index` at index/pull time) derives one
-binary file from it:
+slow, so `cce knowledge index`, `cce knowledge pull` and `cce sync pull --all` derive
+one binary file from it as part of the command (`build_search_index`):
 
     <root>/.cce/knowledge/search/<snapshot>-<key>.idx
 
 `key` covers the file format and the default ranking's parameters, so a change in
 either makes the old file stale. The file is never pushed (only the store is), is
-safe to delete at any time, and is written atomically; readers that find it missing,
-stale or damaged rebuild it from the store. The store's prune only deletes
-`<16hex>.json` in the knowledge dir itself, so this sub-directory is ours to manage.
+safe to delete at any time, and is written atomically; a search that finds it
+missing, stale or damaged rebuilds it from the store and says so on stderr. The
+store's prune only deletes `<16hex>.json` in the knowledge dir itself, so this
+sub-directory is ours to manage.
 
 Layout: an 8-byte magic, an 8-byte little-endian header length, a JSON header
 (counts, section offsets), then 8-byte aligned sections read zero-copy through
@@ -18,10 +19,16 @@ Layout: an 8-byte magic, an 8-byte little-endian header length, a JSON header
 of their hits — no JSON parse of the store, no numpy, so a cold `cce knowledge search`
 costs little more than interpreter start-up.
 
+The index holds postings, weights and offsets only: a hit's text is read from the
+store file itself (`doc_span`: the byte range of its chunk object; the header pins
+the store's size). An index built from a store that is not in the pinned layout, or
+in memory, carries the documents inline instead (`docs` / `doc_off`).
+
 The default ranking is answered here entirely and must equal `default.search_model`
 bit for bit (tests check this on randomised corpora). The reference ranking needs
 every chunk's embedding and BM25 over all chunks; it is served by `reference_indexed.py` from
-the `ref` sections of the same file.
+the `ref` sections of the same file. `index_build.py` builds the file by streaming
+the store; `build_bytes` builds it from a loaded store (same numbers, same order).
 """
 
 from __future__ import annotations
@@ -32,39 +39,45 @@ import heapq
 import json
 import mmap
 import os
+import struct
 import sys
-import threading
-from array import array
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.core.atomic import atomic_write, dir_lock
+from cce_knowledge.core.atomic import atomic_write_parts, dir_lock
 from cce_knowledge.core.errors import StoreError
-from cce_knowledge.core.rustcompat import rs_trim, score_key
+from cce_knowledge.core.rustcompat import io_error_text, rs_trim, score_key
 from cce_knowledge.retrieval.analyze import query_terms
 from cce_knowledge.retrieval.default import (
     FINAL_NORM,
+    K1,
     PARAMS,
     RERANK,
     best_and_top_two,
-    build_model,
     candidate_floor,
     final_score,
-    idf,
-    live_chunks,
     term_weight,
 )
 from cce_knowledge.retrieval.hits import finish_hits
-from cce_knowledge.store.store_file import KnowledgeChunk
+from cce_knowledge.retrieval.index_build import (
+    LoadedChunks,
+    build_sections,
+    doc_fields,
+    int_code,
+)
+from cce_knowledge.store.store_file import KnowledgeChunk, display_dir, read_current, store_path
+from cce_knowledge.store.view import LoadedView, StoreView, open_view
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
+    from cce_knowledge.store.store_file import KnowledgeStore
 
 MAGIC = b"CCESIX01"
-FORMAT = 3  # 3: title postings for the re-ranking
+FORMAT = 4  # 3: title postings for the re-ranking; 4: documents read from the store
 INDEX_KEY = hashlib.sha256(f"format={FORMAT};{PARAMS}".encode()).hexdigest()[:8]
 SEARCH_DIR = "search"
 #: Above this many postings per query the default ranking sums with numpy (same
@@ -78,6 +91,7 @@ COPY_POSTINGS = 4_096
 # FINAL_NORM, and a gap of 2e-6 / FINAL_NORM must still exceed one 6-decimal step.
 assert FINAL_NORM < 2.0
 
+_F32 = struct.Struct("f")
 #: (ids, weights or None, start, end) of one term's postings.
 _Postings = tuple[Any, Any, int, int]
 
@@ -106,181 +120,44 @@ def index_path(root: str | os.PathLike[str], snapshot: str) -> Path:
 # ---------------------------------------------------------------- building
 
 
-def _doc_bytes(c: KnowledgeChunk) -> bytes:
-    return json.dumps(
-        [
-            c.chunk_id,
-            c.record_id,
-            c.title,
-            c.kind,
-            c.name,
-            c.state,
-            c.updated_at,
-            c.url,
-            c.start_line,
-            c.end_line,
-            c.content,
-        ],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode("utf-8")
-
-
-#: Below this many live sections the reference sections are built in-process: a
-#: fork + result transfer costs more than it saves on a small store.
-PARALLEL_MIN_CHUNKS = 20_000
-
-
-def _parallel_ok(n_chunks: int, workers: int | None) -> bool:
-    """Build the reference sections in a forked child? Only on an idle second core,
-    in a single-threaded process (fork with live threads is unsafe), on a big store."""
-    if workers is not None:
-        return workers > 1 and hasattr(os, "fork")
-    if n_chunks < PARALLEL_MIN_CHUNKS or not hasattr(os, "fork") or threading.active_count() > 1:
-        return False
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    try:
-        idle = cpus - os.getloadavg()[0] + 1  # +1: the load includes ourselves
-    except OSError:  # pragma: no cover - no load average
-        idle = cpus
-    return cpus > 1 and idle >= 1.5
-
-
-def _start_child(fn: Callable[[], dict[str, bytes]]) -> Callable[[], dict[str, bytes]]:
-    """Run fn in a forked child now; the returned callable waits for its result."""
-    # Lazy: multiprocessing costs ~15-45 ms; only an index build forks.
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-
-    def child() -> None:
-        try:
-            send.send((True, fn()))
-        except BaseException as e:  # reported to the parent as an error
-            send.send((False, f"{type(e).__name__}: {e}"))
-
-    proc = ctx.Process(target=child, daemon=True)
-    proc.start()
-    send.close()
-
-    def wait() -> dict[str, bytes]:
-        try:
-            ok, value = recv.recv()  # before join: the child blocks until its result is read
-        except EOFError:
-            ok, value = False, "worker exited without a result"
-        finally:
-            recv.close()
-            proc.join()
-        if not ok:
-            raise StoreError(f"building the search index failed: {value}")
-        return value
-
-    return wait
-
-
 def build_bytes(
     store: KnowledgeStore, *, with_reference: bool = True, workers: int | None = None
 ) -> bytes:
-    """The index file for `store` (deterministic: same store → same bytes).
+    """The index file for a loaded store, documents inline (deterministic: same store →
+    same bytes). The same builder as the streamed one, over the store's objects.
 
     On a big store with an idle second core the reference ranking's sections are
     built in a forked child while this process builds the default ranking's ones
     (`workers`: None = decide, 1 = never fork, 2 = always); the bytes are the same.
     """
-    # Chunks are renumbered so each record's sections are contiguous (store order
-    # kept) — the same grouping build_model makes, known before the model exists.
-    groups: dict[str, list[int]] = {}
-    for i, c in enumerate(live_chunks(store.chunks)):
-        groups.setdefault(c.record_id, []).append(i)
-    order: list[int] = [i for g in groups.values() for i in g]
-    new_of = {old: new for new, old in enumerate(order)}
-    live_to_doc = [new_of[i] for i in range(len(order))]
-    ref_wait: Callable[[], dict[str, bytes]] | None = None
-    if with_reference and _parallel_ok(len(order), workers):
-        # Lazy: ~5-30 ms of import that a default-ranking search never needs.
-        from cce_knowledge.retrieval.reference_indexed import reference_sections
-
-        ref_wait = _start_child(lambda: reference_sections(store, live_to_doc))
-
-    model = build_model(store.chunks)
-    rec_chunk_ptr = array("q", [0])
-    for rd in model.records:
-        rec_chunk_ptr.append(rec_chunk_ptr[-1] + len(rd.chunks))
-    del groups
-
-    # Lazy: numpy costs ~0.1-0.2 s; a cold search maps the index without it.
-    import numpy as np
-
-    terms = sorted(model.idf)
-    tid = {t: i for i, t in enumerate(terms)}
-    sections: dict[str, bytes] = {}
-    term_blob = "".join(terms).encode("ascii")
-    term_off = np.zeros(len(terms) + 1, dtype=np.int64)
-    np.cumsum([len(t) for t in terms], out=term_off[1:])
-    sections["term_blob"] = term_blob
-    sections["term_off"] = term_off.tobytes()
-    sections["term_idf"] = np.array([model.idf[t] for t in terms], dtype=np.float64).tobytes()
-
-    def csr(name: str, owners: list[int], maps: list[dict[str, float]]) -> None:
-        # Flat (term, owner, weight) triples, sorted by term then owner.
-        lens = [len(m) for m in maps]
-        t_ids = np.fromiter((tid[t] for m in maps for t in m), dtype=np.int32, count=sum(lens))
-        ws = np.fromiter((x for m in maps for x in m.values()), dtype=np.float32, count=len(t_ids))
-        own = np.repeat(np.asarray(owners, dtype=np.int32), lens)
-        o = np.lexsort((own, t_ids))
-        ptr = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(t_ids, minlength=len(terms)), out=ptr[1:])
-        sections[name + "_ptr"] = ptr.tobytes()
-        sections[name + "_ids"] = own[o].astype(np.int32).tobytes()
-        sections[name + "_w"] = ws[o].tobytes()
-
-    csr("rec", list(range(len(model.records))), [rd.sat for rd in model.records])
-    # Which records have a term in their title (the weights are unused).
-    csr(
-        "tit",
-        list(range(len(model.records))),
-        [dict.fromkeys(sorted(rd.title), 0.0) for rd in model.records],
+    sections, facts = build_sections(
+        LoadedChunks(store), inline_docs=True, with_reference=with_reference, workers=workers
     )
-    del sections["tit_w"]
-    for rd in model.records:
-        rd.sat = {}  # the model is private to this build: free each part once written
-    csr("sec", live_to_doc, model.section_w)
-    model.section_w.clear()
-    tid.clear()
-    sections["rec_chunk_ptr"] = rec_chunk_ptr.tobytes()
+    return b"".join(layout(store.snapshot, facts, sections))
 
-    docs = bytearray()
-    doc_off = array("q", [0])
-    for old in order:
-        docs += _doc_bytes(model.chunks[old])
-        doc_off.append(len(docs))
-    sections["docs"] = bytes(docs)
-    sections["doc_off"] = doc_off.tobytes()
 
-    if ref_wait is not None:
-        sections.update(ref_wait())
-    elif with_reference:
-        # Lazy: ~5-30 ms of import that a default-ranking search never needs.
-        from cce_knowledge.retrieval.reference_indexed import reference_sections
+def layout(
+    snapshot: str,
+    facts: dict[str, Any],
+    sections: dict[str, bytes],
+    *,
+    store_size: int | None = None,
+) -> list[bytes]:
+    """The index file as parts (header, then each section 8-byte aligned).
 
-        sections.update(reference_sections(store, live_to_doc))
-
+    `store_size` is given when documents are read from the store file (`doc_span`)."""
     header: dict[str, Any] = {
         "format": FORMAT,
         "key": INDEX_KEY,
         "params": PARAMS,
-        "snapshot": store.snapshot,
+        "snapshot": snapshot,
         "byteorder": sys.byteorder,
-        "records": len(model.records),
-        "chunks": len(order),
-        "terms": len(terms),
-        "unknown_idf": idf(model.n_records, 0),
+        **facts,
+        "docs": "inline" if store_size is None else "store",
         "sections": {},
     }
+    if store_size is not None:
+        header["store_size"] = store_size
     # Section offsets depend on the header's own length: iterate to the fixed point
     # (the start only grows, by whole 8-byte steps, so this ends in a few passes; a
     # fixed count of passes could stop one short and shift every section).
@@ -298,23 +175,95 @@ def build_bytes(
         if start == body_start:
             break
         body_start = start
-    out = bytearray(MAGIC)
-    out += len(hb).to_bytes(8, "little")
-    out += hb
-    out += b"\0" * (body_start - len(out))
+    head = MAGIC + len(hb).to_bytes(8, "little") + hb
+    parts = [head + b"\0" * (body_start - len(head))]
     for data in sections.values():
-        out += data
-        out += b"\0" * (-len(data) % 8)
-    return bytes(out)
+        parts.append(data)
+        if len(data) % 8:
+            parts.append(b"\0" * (-len(data) % 8))
+    return parts
 
 
-def build_search_index(root: str | os.PathLike[str], store: KnowledgeStore) -> Path:
-    """Write the derived index for `store` under `root` (call after index/pull; optional)."""
-    path = index_path(root, store.snapshot)
+@dataclass(frozen=True, slots=True)
+class Built:
+    """A search index written by `build_search_index`."""
+
+    path: Path
+    snapshot: str
+    seconds: float
+    size: int
+
+
+def build_search_index(
+    root: str | os.PathLike[str],
+    snapshot: str | None = None,
+    *,
+    workers: int | None = None,
+    eager: bool = False,
+) -> Built:
+    """Write the derived index for the store of `snapshot` (default: the active one).
+
+    Streams the store file (`index_build`); the caller holds the lock that keeps the
+    store in place (index and pull hold the knowledge directory's writer lock).
+    Raises OSError or ValueError when the store cannot be read or written next to."""
+    t0 = time.perf_counter()
+    snap = snapshot if snapshot is not None else read_current(root)
+    path = index_path(root, snap)
+    parts = index_parts(store_path(root, snap), workers=workers, eager=eager)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, build_bytes(store))
+    atomic_write_parts(path, parts)
+    del parts
     _prune(path.parent, keep=path.name)
-    return path
+    return Built(path, snap, time.perf_counter() - t0, path.stat().st_size)
+
+
+@dataclass(slots=True)
+class SearchBuild:
+    """The search-index step of index/pull: where it went and how long it took, or why
+    it could not be built (the store stands; the first search then builds it)."""
+
+    path: str = ""
+    seconds: float = 0.0
+    size: int = 0
+    error: str | None = None
+    #: False when a fresh index was already there (`sync pull --all`, up to date)
+    built: bool = True
+
+
+def build_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
+    """Build the index for a just-installed store (the caller holds the writer lock).
+    A failure is reported, never raised: the store is already valid and active."""
+    try:
+        b = build_search_index(root, snapshot, eager=True)
+    except OSError as e:
+        return SearchBuild(error=io_error_text(e))
+    except (ValueError, StoreError) as e:
+        return SearchBuild(error=str(e))
+    return SearchBuild(str(b.path), b.seconds, b.size)
+
+
+def ensure_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
+    """`build_step` unless the fresh index is already there."""
+    path = index_path(root, snapshot)
+    if try_open(path, snapshot) is not None:
+        return SearchBuild(str(path), 0.0, path.stat().st_size, built=False)
+    return build_step(root, snapshot)
+
+
+def index_parts(
+    store_file: Path,
+    *,
+    workers: int | None = None,
+    inline_docs: bool = False,
+    eager: bool = False,
+) -> list[bytes]:
+    """The index file for the store at `store_file`, as parts: streamed from the mapped
+    store when it has the pinned layout, else built from the parsed store (inline docs)."""
+    view = open_view(store_file)
+    if isinstance(view, LoadedView):
+        return [build_bytes(view.store, workers=workers)]
+    sections, facts = build_sections(view, inline_docs=inline_docs, workers=workers, eager=eager)
+    return layout(view.snapshot, facts, sections, store_size=None if inline_docs else view.size)
 
 
 def _prune(d: Path, keep: str) -> None:
@@ -360,19 +309,33 @@ class FastIndex:
         self.n_chunks: int = self.header["chunks"]
         self.unknown_idf: float = self.header["unknown_idf"]
         self.term_blob = self.raw("term_blob")
-        self.term_off = self.arr("term_off", "q")
+        nt = self.header["terms"]
+        self.term_off = self.iarr("term_off", nt + 1)
         self.term_idf = self.arr("term_idf", "d")
-        self.rec_ptr = self.arr("rec_ptr", "q")
+        self.rec_ptr = self.iarr("rec_ptr", nt + 1)
         self.rec_ids = self.arr("rec_ids", "i")
         self.rec_w = self.arr("rec_w", "f")
-        self.sec_ptr = self.arr("sec_ptr", "q")
+        n_rec_postings = len(self.rec_ids)
+        # Body term frequencies, aligned with rec_ids: uint16, or int32 when one needed it.
+        self.rec_tf = self.arr(
+            "rec_tf", "H" if len(self.raw("rec_tf")) == 2 * n_rec_postings else "i"
+        )
+        self.sec_norm = self.arr("sec_norm", "d")
+        self.sec_ptr = self.iarr("sec_ptr", nt + 1)
         self.sec_ids = self.arr("sec_ids", "i")
         self.sec_w = self.arr("sec_w", "f")
-        self.rec_chunk_ptr = self.arr("rec_chunk_ptr", "q")
-        self.tit_ptr = self.arr("tit_ptr", "q")
+        self.rec_chunk_ptr = self.iarr("rec_chunk_ptr", self.n_records + 1)
+        self.tit_ptr = self.iarr("tit_ptr", nt + 1)
         self.tit_ids = self.arr("tit_ids", "i")
-        self.docs = self.raw("docs")
-        self.doc_off = self.arr("doc_off", "q")
+        self._store_view: StoreView | None = None
+        if self.header.get("docs") == "store":
+            # Hits are read from the store file: it must be the one the spans index.
+            self.doc_span = self.iarr("doc_span", 2 * self.n_chunks)
+            if os.stat(self.store_file).st_size != self.header["store_size"]:
+                raise ValueError("the store file changed since the index was built")
+        else:
+            self.docs = self.raw("docs")
+            self.doc_off = self.iarr("doc_off", self.n_chunks + 1)
         self.n_terms = len(self.term_idf)
         self._store_loader = store_loader
         self._ref: Any = None
@@ -387,6 +350,11 @@ class FastIndex:
 
     def arr(self, name: str, fmt: str) -> memoryview[Any]:
         return self.raw(name).cast(fmt)  # type: ignore[call-overload]
+
+    def iarr(self, name: str, count: int) -> memoryview[Any]:
+        """An offset/pointer section of `count` entries: int32, or int64 when its
+        values needed it (told apart by the section's length)."""
+        return self.arr(name, int_code(len(self.raw(name)), count))
 
     # -------------------------------------------------- lookups
 
@@ -415,9 +383,27 @@ class FastIndex:
                 return mid
         return -1
 
+    @property
+    def store_file(self) -> Path:
+        """The store file this index was built from (`<snapshot>.json` beside `search/`)."""
+        return self.path.parent.parent / f"{self.snapshot}.json"
+
     def doc(self, c: int) -> list[Any]:
-        d: list[Any] = json.loads(bytes(self.docs[self.doc_off[c] : self.doc_off[c + 1]]))
-        return d
+        """Document c's fields: chunk_id, record_id, title, kind, name, state,
+        updated_at, url, start_line, end_line, content."""
+        if self.header.get("docs") != "store":
+            d: list[Any] = json.loads(bytes(self.docs[self.doc_off[c] : self.doc_off[c + 1]]))
+            return d
+        try:
+            if self._store_view is None:
+                self._store_view = StoreView(self.store_file)
+            o, _ = self._store_view.head_at(self.doc_span[2 * c], self.doc_span[2 * c + 1])
+            return doc_fields(o)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise StoreError(
+                f"the search index no longer matches {self.store_file} ({e}); "
+                f"delete {self.path.parent} and search again to rebuild it"
+            ) from e
 
     def chunk(self, c: int) -> KnowledgeChunk:
         cid, rid, title, kind, name, state, upd, url, sl, el, content = self.doc(c)
@@ -488,12 +474,13 @@ class FastIndex:
         # The best shares are re-ranked (default.search_model); the rest keep their share.
         floor = candidate_floor(list(map(itemgetter(1), scored)))
         secs = self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids)
+        recs = self._postings(self.rec_ptr, self.rec_ids, self.rec_tf, tids)
         tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
         best_of: dict[int, int] = {}
         finals: list[tuple[int, float]] = []
         for r, s in scored:
             if s >= floor:
-                c, top2 = self._sections(r, secs, ws, True)
+                c, top2 = self._sections(r, secs, recs, ws, True)
                 best_of[r] = c
                 f = final_score(s, _title_cover(r, tits, ws) / total, top2 / total)
                 if not f < min_score:
@@ -517,7 +504,7 @@ class FastIndex:
         out = []
         for r, f in finals:
             got = best_of.get(r)
-            c = self._sections(r, secs, ws, False)[0] if got is None else got
+            c = self._sections(r, secs, recs, ws, False)[0] if got is None else got
             out.append((r, c, f))
         return out
 
@@ -572,14 +559,19 @@ class FastIndex:
         return out
 
     def _sections(
-        self, r: int, secs: list[_Postings | None], ws: list[float], top2: bool
+        self,
+        r: int,
+        secs: list[_Postings | None],
+        recs: list[_Postings | None],
+        ws: list[float],
+        top2: bool,
     ) -> tuple[int, float]:
         """First section of record r with the highest Σ w·weight (terms in query order)
         and, when asked, the mean of its two highest section scores (as in
         default.section_scores)."""
         c0, c1 = self.rec_chunk_ptr[r], self.rec_chunk_ptr[r + 1]
-        if c1 - c0 == 1 and not top2:
-            return c0, 0.0
+        if c1 - c0 == 1:
+            return c0, (self._only_section(r, c0, recs, ws) if top2 else 0.0)
         acc: dict[int, float] = {}
         get = acc.get
         for p, w in zip(secs, ws, strict=True):
@@ -595,6 +587,24 @@ class FastIndex:
         # Only matched sections can be best (their scores are > 0; the first in store
         # order wins ties) or among the top two (unmatched ones count 0.0).
         return best_and_top_two(((c, acc[c]) for c in sorted(acc)), c0)
+
+    def _only_section(self, r: int, c: int, recs: list[_Postings | None], ws: list[float]) -> float:
+        """`_sections`' top-two mean for a record with one section, which has no section
+        postings: its weights are the builder's float32 `section_weight` of the body
+        term frequencies in the record postings (same operations, same rounding)."""
+        s = 0.0
+        norm = self.sec_norm[c]
+        for p, w in zip(recs, ws, strict=True):
+            if p is None:
+                continue
+            ids, tfs, a, b = p
+            j = bisect.bisect_left(ids, r, a, b)
+            if j < b and ids[j] == r:
+                tf = tfs[j]
+                if tf:
+                    s = s + w * _F32.unpack(_F32.pack(tf / (tf + K1 * norm)))[0]
+        top_a, top_b = (s, 0.0) if s > 0.0 else (0.0, 0.0)
+        return (top_a + top_b) / 2.0
 
     # -------------------------------------------------- reference ranking
 
@@ -622,7 +632,7 @@ def try_open(
         return None
     try:
         idx = FastIndex(path, data, store_loader)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
     if idx.snapshot != snapshot:
         return None
@@ -632,26 +642,50 @@ def try_open(
 def open_or_build(
     root: str | os.PathLike[str], snapshot: str, load_store: Callable[[], KnowledgeStore]
 ) -> FastIndex:
-    """Open the fresh index for `snapshot`, building it from the store when needed."""
+    """Open the fresh index for `snapshot`; the fallback when it is missing or stale
+    (index and pull build it): build it now from the store, saying so on stderr."""
     path = index_path(root, snapshot)
     idx = try_open(path, snapshot, load_store)
     if idx is not None:
         return idx
-    store = load_store()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with dir_lock(path.parent, what="search index", wait=True):
             idx = try_open(path, snapshot, load_store)
             if idx is not None:
                 return idx
-            build_search_index(root, store)
-    except (OSError, StoreError):
+            _say_building(snapshot, display_dir(root))
+            build_search_index(root, snapshot)
+    except (OSError, ValueError, StoreError):
         # A read-only checkout still searches: serve from an in-memory build.
-        return FastIndex(path, build_bytes(store), lambda: store)
+        return _in_memory(root, path, snapshot, load_store)
     idx = try_open(path, snapshot, load_store)
     if idx is None:
-        return FastIndex(path, build_bytes(store), lambda: store)
+        return _in_memory(root, path, snapshot, load_store)
     return idx
+
+
+def _say_building(snapshot: str, where: str) -> None:
+    print(
+        f"building the search index for snapshot {snapshot} under {where} "
+        "(missing or stale; `cce knowledge index` and `cce knowledge pull` build it)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _in_memory(
+    root: str | os.PathLike[str],
+    path: Path,
+    snapshot: str,
+    load_store: Callable[[], KnowledgeStore],
+) -> FastIndex:
+    try:
+        data = b"".join(index_parts(store_path(root, snapshot)))
+    except (OSError, ValueError):
+        store = load_store()
+        return FastIndex(path, build_bytes(store), lambda: store)
+    return FastIndex(path, data, load_store)
 
 
 def status_for(root: Path, snapshot: str) -> str:

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings, load_settings
@@ -33,6 +33,10 @@ from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redaction import DEFAULT_REDACTION, Redaction, redactor_for
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.search_index import SearchBuild
+
 from cce_knowledge.store.store_file import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -205,6 +209,8 @@ class IndexResult:
     store_display: str = ""
     #: the snapshot `current` named before this index (None: there was none)
     previous: str | None = None
+    #: the derived search index built with the store
+    search: SearchBuild | None = None
 
 
 _LINE_PREFIX = re.compile(r"^line (\d+):")
@@ -447,6 +453,7 @@ def index_to_root(
     settings: Settings | None = None,
     redaction: Redaction | None = None,
     max_record_bytes: int | None = None,
+    after_save: Callable[[str], SearchBuild] | None = None,
 ) -> IndexResult:
     """`cce knowledge index`: checks in the reference order, then one atomic save.
 
@@ -457,6 +464,7 @@ def index_to_root(
 
     Nothing is written before the save; the save writes the snapshot, then `current`,
     then prunes older snapshots, under the knowledge directory's writer lock.
+    `after_save(snapshot)` runs under that lock too (the CLI builds the search index).
     """
     if not Path(feed).is_file():
         raise CceError(f"not a file: {feed}")
@@ -514,6 +522,9 @@ def index_to_root(
                 except (OSError, UnicodeDecodeError):
                     result.previous = None
                 save_store_bytes(root, snapshot, parts())
+                if after_save is not None:
+                    # Under the same lock: no other writer moves `current` in between.
+                    result.search = after_save(snapshot)
         except OSError as e:
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
     result.store_display = f"{display_dir(root)}/{result.snapshot}.json"

@@ -42,6 +42,12 @@ _CHUNK = re.compile(
 _UPDATED_MARK = b'\n      "updated_at": '
 _UPDATED = re.compile(rb'\n      "updated_at": ("(?:[^"\\\n]|\\.)*"),\n')
 _TAIL = b"\n    }\n  ]\n}"
+_OBJ_END = b"\n    }"
+# The embedding is the last member of a chunk object in the pinned layout; cutting
+# it off before parsing saves building 256 floats per chunk.
+_EMB_MARK = b',\n      "embedding": '
+_REASON_MARK = b'\n      "state_reason": '
+_REASON = re.compile(rb'\n      "state_reason": (null|"(?:[^"\\\n]|\\.)*"),\n')
 _JSON_WS = b" \t\n\r"
 
 
@@ -177,15 +183,52 @@ class StoreView:
             self._by_record = groups
         return self._by_record.get(record_id, [])
 
-    def raw_chunk(self, i: int) -> dict[str, Any]:
+    def span(self, i: int) -> tuple[int, int]:
+        """Byte range of chunk i's object in the file (`{` … `}`)."""
         self._scan()
         start = self._starts[i]
         if i + 1 < len(self._starts):
-            end = self._starts[i + 1] - 2  # drop the `,\n` between objects
-        else:
-            end = self._end - len(_TAIL) + len(b"\n    }")
+            return start, self._starts[i + 1] - 2  # drop the `,\n` between objects
+        return start, self._end - len(_TAIL) + len(_OBJ_END)
+
+    def raw_chunk(self, i: int) -> dict[str, Any]:
+        start, end = self.span(i)
         obj: dict[str, Any] = json.loads(self._data[start:end])
         return obj
+
+    def head_at(self, start: int, end: int) -> tuple[dict[str, Any], bytes | None]:
+        """The chunk object at [start, end) without its embedding, and the embedding's
+        JSON text; (the whole object, None) when the object is not in the pinned layout."""
+        data = self._data
+        k = data.find(_EMB_MARK, start, end)
+        if k >= 0 and data[end - len(_OBJ_END) : end] == _OBJ_END:
+            emb = data[k + len(_EMB_MARK) : end - len(_OBJ_END)]
+            # Strings never hold a raw newline, so the mark is structure; a tail with a
+            # quote or brace would be another member after the embedding: parse it all.
+            if b'"' not in emb and b"{" not in emb:
+                head: dict[str, Any] = json.loads(data[start:k] + _OBJ_END)
+                return head, emb
+        obj: dict[str, Any] = json.loads(data[start:end])
+        return obj, None
+
+    def head(self, i: int) -> tuple[dict[str, Any], bytes | None]:
+        """`head_at` of chunk i."""
+        return self.head_at(*self.span(i))
+
+    def state_reason(self, i: int) -> str | None:
+        """Chunk i's `state_reason` without parsing the object."""
+        start, end = self.span(i)
+        pos = self._data.find(_REASON_MARK, start, end)
+        m = _REASON.match(self._data, pos) if pos >= 0 else None
+        if m is None:
+            value: str | None = self.raw_chunk(i).get("state_reason")
+            return value
+        raw = m.group(1)
+        return None if raw == b"null" else _jstr(raw)
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
 
     def section(self, i: int) -> Section:
         o = self.raw_chunk(i)
@@ -241,6 +284,11 @@ class LoadedView(StoreView):
         self._by_id = None
         self._by_record = None
         self._as_of = store.data_as_of()
+
+    @property
+    def store(self) -> KnowledgeStore:
+        """The parsed store behind this view."""
+        return self._store
 
     def raw_chunk(self, i: int) -> dict[str, Any]:
         c = self._store.chunks[i]

@@ -424,12 +424,22 @@ class GitCache:
             return
         self.run("commit", "-q", "-m", message)
 
-    def transact(self, apply: Callable[[], None], message: str) -> None:
-        """fetch → reset → apply+commit → push, re-applying on a fresh tip up to 5 times."""
+    def transact(self, apply: Callable[[], None], message: str, label: str | None = None) -> None:
+        """fetch → reset → apply+commit → push, re-applying on a fresh tip up to 5 times.
+
+        With a `label`, the commit (LFS hashing included) and the upload (git push,
+        LFS objects first) report progress as `{label}: commit` / `{label}: LFS upload`."""
+        from cce_knowledge.core import progress
+
         self.fetch()
         self.reset_onto_origin()
-        apply()
-        self._commit_staged(message)
+        with progress.phase(f"{label}: commit") if label else contextlib.nullcontext():
+            apply()
+            self._commit_staged(message)
+        with progress.phase(f"{label}: LFS upload") if label else contextlib.nullcontext():
+            self._push_retrying(apply, message)
+
+    def _push_retrying(self, apply: Callable[[], None], message: str) -> None:
         last = ""
         for _attempt in range(MAX_PUSH_ATTEMPTS):
             if not self.ok("rev-parse", "--verify", "--quiet", "HEAD"):
@@ -489,6 +499,7 @@ class GitCache:
         entries: list[tuple[str, bytes]],
         message: str,
         keep_if_present: frozenset[str] = frozenset(),
+        label: str | None = None,
     ) -> str:
         """Publish `entries` as one commit, then verify the remote carries them. Returns sha.
 
@@ -496,7 +507,7 @@ class GitCache:
         caller has verified those bytes are identical (an unchanged re-publish), and
         re-adding a large LFS artifact would only re-hash it. Checked again on every
         race retry, so a tip that lost the key gets it back."""
-        self.transact(lambda: self._write_entries(entries, keep_if_present), message)
+        self.transact(lambda: self._write_entries(entries, keep_if_present), message, label)
         status, out, _ = self.run("rev-parse", "HEAD", check=False)
         if status != 0:
             raise SyncError("push verification failed: cannot resolve the just-pushed commit")

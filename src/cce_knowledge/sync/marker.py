@@ -131,10 +131,21 @@ def stale_marker(marker: SyncMarker, current: str | None) -> str:
     )
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, read in blocks (a store can be larger than memory allows)."""
+def file_sha256(path: Path, progress_label: str | None = None) -> str:
+    """SHA-256 of a file, read in blocks (a store can be larger than memory allows);
+    with `progress_label`, the bytes hashed are reported as progress."""
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        if progress_label is None:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+        from cce_knowledge.core import progress
+
+        h = hashlib.sha256()
+        size = os.fstat(f.fileno()).st_size
+        with progress.task(progress_label, total=size, unit="B") as bar:
+            while block := f.read(8 * 1024 * 1024):
+                h.update(block)
+                bar.advance(len(block))
+        return h.hexdigest()
 
 
 def installed_snapshot(root: str | os.PathLike[str], corpus_id: str) -> str | None:

@@ -14,12 +14,13 @@ import mmap
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.rustcompat import rs_trim
@@ -47,6 +48,9 @@ from cce_knowledge.sync.marker import (
 )
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.search_index import SearchBuild
+
 
 @dataclass
 class PullResult:
@@ -61,6 +65,8 @@ class PullResult:
     store_display: str = ""
     #: non-fatal problems after the install (printed on stderr by the CLI)
     warnings: list[str] = field(default_factory=list)
+    #: the derived search index built with the store
+    search: SearchBuild | None = None
 
     @property
     def report(self) -> str:
@@ -128,12 +134,19 @@ def install(
             todo.put(None)
             hasher.join()
 
+    def counted(parts: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
+        for part in parts:
+            yield part
+            bar.advance(len(part))
+
     check_manifest(key, manifest, corpus_id, requested)
     scan = StoreScan(key, manifest)
     try:
         d.mkdir(parents=True, exist_ok=True)
         parts = (store_bytes,) if isinstance(store_bytes, bytes) else store_bytes
-        atomic_write_parts(path, hashed(scan.checked(parts)), flush_early=True)
+        # The artifact is verified as it is rendered: both happen while these bytes flow.
+        with progress.task("pull: verify + render", unit="B") as bar:
+            atomic_write_parts(path, hashed(counted(scan.checked(parts), bar)), flush_early=True)
     except OSError as e:
         raise SyncError(f"could not write the knowledge store under {os.fspath(root)}: {e}") from e
     installed = h.hexdigest()
@@ -229,6 +242,34 @@ def _locate_in_place(
     return None if source is None else (snapshot, key, source)
 
 
+def _fetch(
+    root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
+) -> tuple[str, str, bytes | Path]:
+    """(snapshot, artifact key, artifact source): read in place from a remote on this
+    machine, else fetched into the working clone."""
+    found = _locate_in_place(root, rem, corpus_id, snapshot, force)
+    if found is not None:
+        return found
+
+    # GitPython is imported only here: the in-place read above does without it.
+    from cce_knowledge.sync.gitcache import open_cache
+
+    with open_cache(rem) as cache:
+        if snapshot is None:
+            ptr = K.pointer_key(corpus_id)
+            try:
+                snapshot = cache.read_text(ptr)
+            except CceError as e:
+                raise SyncError(no_pointer(corpus_id)) from e
+            if snapshot:
+                K.check_remote_pointer(corpus_id, snapshot)
+        if not force:
+            check_marker_guard(root, corpus_id)
+        key = K.artifact_key(corpus_id, snapshot)
+        source = cache.artifact_source(key)
+    return snapshot, key, source
+
+
 def pull_corpus(
     root: str | os.PathLike[str],
     corpus: str | None = None,
@@ -237,34 +278,20 @@ def pull_corpus(
     remote: str | Remote | None = None,
     *,
     settings: Settings | None = None,
+    after_install: Callable[[str], SearchBuild] | None = None,
 ) -> PullResult:
-    """Install a corpus snapshot (default: the remote `current`) into `root`."""
+    """Install a corpus snapshot (default: the remote `current`) into `root`.
+
+    `after_install(snapshot)` runs under the writer lock once the store is active (the
+    CLI builds the search index)."""
     if settings is None:
         settings = load_settings(root)
     corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
     rem: Remote = resolve_remote(settings, remote)
-    found = _locate_in_place(root, rem, corpus_id, snapshot, force)
-    if found is not None:
-        snapshot, key, source = found
-    else:
-        # GitPython is imported only here: the in-place read above does without it.
-        from cce_knowledge.sync.gitcache import open_cache
-
-        with open_cache(rem) as cache:
-            if snapshot is None:
-                ptr = K.pointer_key(corpus_id)
-                try:
-                    snapshot = cache.read_text(ptr)
-                except CceError as e:
-                    raise SyncError(no_pointer(corpus_id)) from e
-                if snapshot:
-                    K.check_remote_pointer(corpus_id, snapshot)
-            if not force:
-                check_marker_guard(root, corpus_id)
-            key = K.artifact_key(corpus_id, snapshot)
-            source = cache.artifact_source(key)
+    with progress.phase("pull: fetch"):
+        snapshot, key, source = _fetch(root, rem, corpus_id, snapshot, force)
     # One writer per root: a concurrent pull's cleanup must not delete what this one
     # installs, nor the other way round (index and `sync pull --all` take it too).
     with writer_lock(root, "knowledge pull"):
@@ -277,6 +304,8 @@ def pull_corpus(
             write_pulled_from(root, corpus_id, rem.display)
         except OSError as e:  # the store is installed; only `status`'s remote line lacks it
             warnings.append(f"could not record where the corpus came from: {e}")
+        # Under the same lock: the first search after a pull needs no build.
+        search = after_install(manifest.snapshot) if after_install is not None else None
     return PullResult(
         corpus_id=corpus_id,
         snapshot=snapshot,
@@ -288,4 +317,5 @@ def pull_corpus(
         remote=rem.display,
         store_display=f"{display_dir(root)}/{manifest.snapshot}.json",
         warnings=warnings,
+        search=search,
     )

@@ -8,7 +8,9 @@ fails the run.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import CceError
@@ -21,6 +23,9 @@ from cce_knowledge.sync.marker import installed_snapshot
 from cce_knowledge.sync.pull import pull_corpus
 from cce_knowledge.sync.remote import Remote, resolve_listing_remote
 
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.search_index import SearchBuild
+
 
 @dataclass
 class PullAllResult:
@@ -31,6 +36,8 @@ class PullAllResult:
     skipped: int = 0
     #: "pulled", "up-to-date", "skipped" or None (no corpus in the cache)
     knowledge: str | None = None
+    #: the derived search index built (or found stale and rebuilt) for the corpus
+    search: SearchBuild | None = None
 
     @property
     def report(self) -> str:
@@ -50,7 +57,11 @@ def pull_all(
     corpus: str | None = None,
     *,
     settings: Settings | None = None,
+    after_install: Callable[[str], SearchBuild] | None = None,
 ) -> PullAllResult:
+    """`cce sync pull --all`. `after_install(snapshot)` runs under the writer lock after
+    a pull, and when the corpus is up to date (the CLI makes sure the search index is
+    there: it builds it only when missing or stale)."""
     if settings is None:
         settings = load_settings(into)
     rem = resolve_listing_remote(settings, remote)
@@ -94,7 +105,9 @@ def pull_all(
         if res.knowledge == "skipped":
             res.skipped += 1
         return res
-    res.knowledge = _knowledge(res, into, rem, settings, chosen, rows[chosen].current)
+    res.knowledge = _knowledge(
+        res, into, rem, settings, chosen, rows[chosen].current, after_install
+    )
     if res.knowledge == "pulled":
         res.pulled += 1
     elif res.knowledge == "up-to-date":
@@ -111,6 +124,7 @@ def _knowledge(
     settings: Settings,
     chosen: str,
     current: str | None,
+    after_install: Callable[[str], SearchBuild] | None = None,
 ) -> str:
     """Install `chosen` unless the installed store already is its remote `current`; the
     outcome ("pulled", "up-to-date", "skipped") with its row appended to `res.lines`."""
@@ -128,11 +142,16 @@ def _knowledge(
     with writer_lock(into, "sync pull --all"):
         if installed_snapshot(into, chosen) == current:
             res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
+            if after_install is not None:
+                res.search = after_install(current)
             return "up-to-date"
         try:
-            pr = pull_corpus(into, corpus=chosen, remote=rem, settings=settings)
+            pr = pull_corpus(
+                into, corpus=chosen, remote=rem, settings=settings, after_install=after_install
+            )
         except CceError as e:
             res.lines.append(f"  warning: skipped knowledge corpus {name} — {e.message}\n")
             return "skipped"
     res.lines.append(_row("pulled", f"{chosen}@{pr.snapshot}  → .cce/knowledge/"))
+    res.search = pr.search
     return "pulled"

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.untrusted import shown
@@ -228,7 +229,8 @@ def push_corpus(
         id_error: SyncError | None = None
     except SyncError as e:
         corpus_id, id_error = None, e
-    out = _outgoing(root, corpus_id or "unresolved")
+    with progress.phase("push: export"):
+        out = _outgoing(root, corpus_id or "unresolved")
     if id_error is not None or corpus_id is None:
         raise id_error or SyncError("corpus id")
     if out.phase_a:
@@ -288,7 +290,7 @@ def push_corpus(
         )
         if vectors:
             message += f" + vectors ({', '.join(res.vectors)})"
-        cache.put_many(entries, message, keep_if_present=same)
+        cache.put_many(entries, message, keep_if_present=same, label="push")
         res.published = True
         policy = settings.knowledge.sync.keep_last
         if policy is not None:

@@ -67,7 +67,7 @@ def verify_knowledge(root: str | os.PathLike[str]) -> KnowledgeVerify | None:
     if m.installed_sha256 is None:
         return KnowledgeVerify("no-record", m)
     try:
-        actual = file_sha256(store_path(root, m.snapshot))
+        actual = file_sha256(store_path(root, m.snapshot), progress_label="verify")
     except OSError as e:
         raise SyncError(
             f"{head}  the pulled knowledge store could not be read: {e}\n"

@@ -1,0 +1,635 @@
+"""Build the derived search index by streaming the store file (`search_index.py` reads it).
+
+Loading a store as Python objects costs ~40x its chunk text (256 Python floats per
+embedding, a dict per object); at 100k records that was 4-5 GB. This builder walks
+the mapped store one chunk object at a time (`StoreView.head`: the members before
+the embedding, parsed; the embedding's text only compared) and keeps the numbers it
+derives in flat integer arrays, turning them into sorted postings with numpy at the
+end. Every value and every byte equals what `search_index.build_bytes` derives from
+the loaded store (tests/retrieval/test_index_build.py checks this on random stores).
+
+The default ranking's sections come from one pass over the live chunks in record
+order, the reference ranking's from another in store order; on a big store with an
+idle core the second runs in a forked child at the same time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Union
+
+from cce_knowledge.core import progress
+from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.rustcompat import ascii_lower
+from cce_knowledge.engine.embed import DIM, hash_embed, sparse_counts
+from cce_knowledge.engine.tokenizer import tokenize_bytes
+from cce_knowledge.retrieval.analyze import analyze
+from cce_knowledge.retrieval.default import (
+    BODY_B,
+    BODY_WEIGHT,
+    DROPPED_REASONS,
+    K1,
+    LEAD_B,
+    LEAD_TERMS,
+    LEAD_WEIGHT,
+    SECTION_B,
+    TITLE_B,
+    TITLE_WEIGHT,
+    field_norm,
+    idf,
+)
+from cce_knowledge.retrieval.reference import PER_RECORD_CAP, has_pr_link, path_penalised
+from cce_knowledge.store.store_file import KnowledgeChunk, embedding_json_sparse
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cce_knowledge.store.store_file import KnowledgeStore
+    from cce_knowledge.store.view import StoreView
+
+
+DOC_FIELDS = (
+    "chunk_id",
+    "record_id",
+    "title",
+    "kind",
+    "name",
+    "state",
+    "updated_at",
+    "url",
+    "start_line",
+    "end_line",
+    "content",
+)
+
+
+def doc_fields(o: dict[str, Any]) -> list[Any]:
+    """The fields a hit shows, in the index's document order."""
+    return [o[k] for k in DOC_FIELDS]
+
+
+#: Below this many live sections the reference sections are built in-process: a
+#: fork + result transfer costs more than it saves on a small store.
+PARALLEL_MIN_CHUNKS = 20_000
+
+
+def _parallel_ok(n_chunks: int, workers: int | None, *, eager: bool = False) -> bool:
+    """Build the reference sections in a forked child? Only on a big store, in a
+    single-threaded process (fork with live threads is unsafe), with a second core —
+    idle unless `eager` (index and pull, whose store step already used every core)."""
+    if workers is not None:
+        return workers > 1 and hasattr(os, "fork")
+    if n_chunks < PARALLEL_MIN_CHUNKS or not hasattr(os, "fork") or threading.active_count() > 1:
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    if eager:
+        return cpus > 1
+    try:
+        idle = cpus - os.getloadavg()[0] + 1  # +1: the load includes ourselves
+    except OSError:  # pragma: no cover - no load average
+        idle = cpus
+    return cpus > 1 and idle >= 1.5
+
+
+def _start_child(fn: Callable[[], dict[str, bytes]]) -> Callable[[], dict[str, bytes]]:
+    """Run fn in a forked child now; the returned callable waits for its result."""
+    # Lazy: multiprocessing costs ~15-45 ms; only a build that forks needs it.
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send((True, fn()))
+        except BaseException as e:  # reported to the parent as an error
+            send.send((False, f"{type(e).__name__}: {e}"))
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    send.close()
+
+    def wait() -> dict[str, bytes]:
+        try:
+            ok, value = recv.recv()  # before join: the child blocks until its result is read
+        except EOFError:
+            ok, value = False, "worker exited without a result"
+        finally:
+            recv.close()
+            proc.join()
+        if not ok:
+            raise StoreError(f"building the search index failed: {value}")
+        return value
+
+    return wait
+
+
+def int_code(nbytes: int, count: int) -> str:
+    """ "i" (int32) or "q" (int64): which one `count` entries in `nbytes` bytes are."""
+    if count and nbytes == 8 * count:
+        return "q"
+    if nbytes != 4 * count:
+        raise ValueError("section length does not match its entry count")
+    return "i"
+
+
+class _Ids(dict[Any, int]):
+    """term -> id in first-seen order (`map(ids.__getitem__, terms)` runs in C)."""
+
+    def __missing__(self, term: Any) -> int:
+        n = self[term] = len(self)
+        return n
+
+
+def doc_json(o: dict[str, Any]) -> bytes:
+    """One document of the inline `docs` section."""
+    return json.dumps(doc_fields(o), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class LoadedChunks:
+    """A loaded store through the part of `StoreView` the builder reads (chunk i's
+    "span" is (i, i + 1)), so in-memory stores build with the same code."""
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        self.store = store
+        self.snapshot = store.snapshot
+        self.chunk_count = len(store.chunks)
+        self.chunk_ids = [c.chunk_id for c in store.chunks]
+        self.record_ids = [c.record_id for c in store.chunks]
+
+    def span(self, i: int) -> tuple[int, int]:
+        return i, i + 1
+
+    def raw_chunk(self, i: int) -> dict[str, Any]:
+        c = self.store.chunks[i]
+        return {f: getattr(c, f) for f in _CHUNK_FIELDS}
+
+    def head_at(self, start: int, end: int) -> tuple[dict[str, Any], bytes | None]:
+        return self.raw_chunk(start), None
+
+    def head(self, i: int) -> tuple[dict[str, Any], bytes | None]:
+        return self.raw_chunk(i), None
+
+    def state_reason(self, i: int) -> str | None:
+        return self.store.chunks[i].state_reason
+
+
+Chunks = Union["StoreView", LoadedChunks]
+
+
+def _chunk_field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(KnowledgeChunk))
+
+
+_CHUNK_FIELDS = _chunk_field_names()
+
+
+def live_groups(view: Chunks) -> tuple[list[int], dict[str, list[int]]]:
+    """Live chunks (store indexes, store order) and their grouping by record, records in
+    order of first appearance — the grouping `default.build_model` makes."""
+    rids = view.record_ids
+    live = [i for i in range(view.chunk_count) if view.state_reason(i) not in DROPPED_REASONS]
+    groups: dict[str, list[int]] = {}
+    for i in live:
+        groups.setdefault(rids[i], []).append(i)
+    return live, groups
+
+
+def _sorted_terms(ids: dict[Any, int]) -> tuple[list[Any], np.ndarray]:
+    """The vocabulary sorted, and each first-seen id's rank in it."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    terms = sorted(ids)
+    rank = np.empty(len(terms), dtype=np.int32)
+    rank[np.fromiter(map(ids.__getitem__, terms), dtype=np.int64, count=len(terms))] = np.arange(
+        len(terms), dtype=np.int32
+    )
+    return terms, rank
+
+
+def narrow(values: np.ndarray) -> bytes:
+    """Offsets and pointers as int32 (their type code goes in the header's `types`
+    when they need int64)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    if len(values) and int(values.max()) >= 2**31:
+        return values.astype(np.int64).tobytes()
+    return values.astype(np.int32).tobytes()
+
+
+def _csr(
+    sections: dict[str, bytes],
+    name: str,
+    n_terms: int,
+    tids: np.ndarray,
+    owners: np.ndarray,
+    weights: np.ndarray | None,
+    tfs: np.ndarray | None = None,
+) -> None:
+    """Postings sorted by (term, owner): `<name>_ptr`, `<name>_ids`, `<name>_w` and,
+    given `tfs`, `<name>_tf` (uint16, or int32 when a count needs it)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    o = np.lexsort((owners, tids))
+    ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tids, minlength=n_terms), out=ptr[1:])
+    sections[name + "_ptr"] = narrow(ptr)
+    sections[name + "_ids"] = owners[o].astype(np.int32).tobytes()
+    if weights is not None:
+        sections[name + "_w"] = weights[o].astype(np.float32).tobytes()
+    if tfs is not None:
+        wide = len(tfs) and int(tfs.max()) >= 65536
+        sections[name + "_tf"] = tfs[o].astype(np.int32 if wide else np.uint16).tobytes()
+
+
+def default_sections(
+    view: Chunks,
+    groups: dict[str, list[int]],
+    *,
+    inline_docs: bool,
+    tick: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The default ranking's sections and the documents, in the layout order of
+    `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    ids = _Ids()
+    get = ids.__getitem__
+    # Per (record, term) of title ∪ body: tf in title, body and lead.
+    r_tid, r_tft, r_tfb, r_tfl, r_n = array("i"), array("i"), array("i"), array("i"), array("q")
+    t_tid, t_n = array("i"), array("q")  # each record's distinct title terms
+    s_tid, s_tf, s_n = array("i"), array("i"), array("q")  # per section (doc order)
+    c_len = array("q")
+    tlen, blen, llen = array("q"), array("q"), array("q")
+    rec_chunk_ptr = array("q", [0])
+    docs = bytearray()
+    doc_off = array("q", [0])
+    spans = array("q")
+    for idxs in groups.values():
+        body: dict[str, int] | None = None
+        bl = 0
+        lead: list[str] = []
+        title = ""
+        # A one-section record's section scores come from its record postings (body
+        # tf) at query time: only records with several sections get section postings.
+        several = len(idxs) > 1
+        for i in idxs:
+            start, end = view.span(i)
+            o, _ = view.head_at(start, end)
+            terms = analyze(o["content"])
+            cnt = Counter(terms)
+            if several:
+                s_tid.extend(map(get, cnt))
+                s_tf.extend(cnt.values())
+                s_n.append(len(cnt))
+            else:
+                s_n.append(0)
+            c_len.append(len(terms))
+            bl += len(terms)
+            if len(lead) < LEAD_TERMS:
+                lead.extend(terms[: LEAD_TERMS - len(lead)])
+            if body is None:
+                body = cnt
+            else:
+                body = body if type(body) is dict else dict(body)
+                for t, f in cnt.items():
+                    body[t] = body.get(t, 0) + f
+            title = o["title"]  # facets come from the record's last chunk
+            if inline_docs:
+                docs += doc_json(o)
+                doc_off.append(len(docs))
+            else:
+                spans.append(start)
+                spans.append(end)
+            tick()
+        rec_chunk_ptr.append(rec_chunk_ptr[-1] + len(idxs))
+        t_terms = analyze(title)
+        tt = Counter(t_terms)
+        lt = Counter(lead)
+        b = body if body is not None else {}
+        keys = list(b)
+        keys += [t for t in tt if t not in b]
+        # Title and lead terms are few: place their counts by position.
+        at = dict(zip(keys, range(len(keys)), strict=True))
+        row_t = [0] * len(keys)
+        for t, f in tt.items():
+            row_t[at[t]] = f
+        row_l = [0] * len(keys)
+        for t, f in lt.items():
+            row_l[at[t]] = f
+        r_tid.extend(map(get, keys))
+        r_tft.extend(row_t)
+        r_tfb.extend(b.values())
+        r_tfb.extend([0] * (len(keys) - len(b)))
+        r_tfl.extend(row_l)
+        r_n.append(len(keys))
+        t_set = set(t_terms)
+        t_tid.extend(map(get, t_set))
+        t_n.append(len(t_set))
+        tlen.append(len(t_terms))
+        blen.append(bl)
+        llen.append(len(lead))
+
+    n = len(groups)
+    avg_t = sum(tlen) / n if n else 0.0
+    avg_b = sum(blen) / n if n else 0.0
+    avg_l = sum(llen) / n if n else 0.0
+    terms, rank = _sorted_terms(ids)
+    nt_ = len(terms)
+    sections: dict[str, bytes] = {}
+    sections["term_blob"] = "".join(terms).encode("ascii")
+    term_off = np.zeros(nt_ + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in terms], out=term_off[1:])
+    sections["term_off"] = narrow(term_off)
+
+    rows_r = np.repeat(np.arange(n, dtype=np.int32), np.frombuffer(r_n, dtype=np.int64))
+    tid_r = rank[np.frombuffer(r_tid, dtype=np.int32)]
+    df = np.bincount(tid_r, minlength=nt_)
+    sections["term_idf"] = np.array([idf(n, d) for d in df.tolist()], dtype=np.float64).tobytes()
+    del df
+    # BM25F saturation with the same IEEE operations, in the same order, as
+    # default.saturate (numpy adds and divides exactly like Python floats).
+    norm_t = np.array([field_norm(TITLE_B, x, avg_t) for x in tlen], dtype=np.float64)
+    norm_b = np.array([field_norm(BODY_B, x, avg_b) for x in blen], dtype=np.float64)
+    norm_l = np.array([field_norm(LEAD_B, x, avg_l) for x in llen], dtype=np.float64)
+    tfp = (
+        TITLE_WEIGHT * np.frombuffer(r_tft, dtype=np.int32) / norm_t[rows_r]
+        + BODY_WEIGHT * np.frombuffer(r_tfb, dtype=np.int32) / norm_b[rows_r]
+        + LEAD_WEIGHT * np.frombuffer(r_tfl, dtype=np.int32) / norm_l[rows_r]
+    )
+    sat = (tfp / (K1 + tfp)).astype(np.float32)
+    body_tf = np.frombuffer(r_tfb, dtype=np.int32)
+    del tfp, r_tft, r_tfl, r_tid
+    _csr(sections, "rec", nt_, tid_r, rows_r, sat, body_tf)
+    del body_tf, r_tfb
+    del sat, tid_r, rows_r
+    rows_t = np.repeat(np.arange(n, dtype=np.int32), np.frombuffer(t_n, dtype=np.int64))
+    _csr(sections, "tit", nt_, rank[np.frombuffer(t_tid, dtype=np.int32)], rows_t, None)
+    del rows_t, t_tid
+
+    n_docs = len(c_len)
+    avg_c = sum(c_len) / n_docs if n_docs else 0.0
+    norm_c = np.array([field_norm(SECTION_B, x, avg_c) for x in c_len], dtype=np.float64)
+    rows_s = np.repeat(np.arange(n_docs, dtype=np.int32), np.frombuffer(s_n, dtype=np.int64))
+    tf = np.frombuffer(s_tf, dtype=np.int32)
+    w = tf / (tf + K1 * norm_c[rows_s])
+    _csr(sections, "sec", nt_, rank[np.frombuffer(s_tid, dtype=np.int32)], rows_s, w)
+    del w, rows_s, tf
+    sections["sec_norm"] = norm_c.tobytes()
+    sections["rec_chunk_ptr"] = narrow(np.frombuffer(rec_chunk_ptr, dtype=np.int64))
+    if inline_docs:
+        sections["docs"] = bytes(docs)
+        sections["doc_off"] = narrow(np.frombuffer(doc_off, dtype=np.int64))
+    else:
+        sections["doc_span"] = narrow(np.frombuffer(spans, dtype=np.int64))
+    facts = {
+        "records": n,
+        "chunks": n_docs,
+        "terms": nt_,
+        "unknown_idf": idf(n, 0),
+    }
+    return sections, facts
+
+
+def reference_sections(
+    view: Chunks, live: list[int], live_to_doc: list[int], tick: Callable[[], None]
+) -> dict[str, bytes]:
+    """`reference_indexed.reference_sections` from the store file (same bytes)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    n = len(live)
+    all_cids = view.chunk_ids
+    cids = [all_cids[i] for i in live]
+    if n == 0 or len(set(cids)) != n:
+        return {}
+    # Byte tokens equal the reference tokenizer's (ASCII word runs, ASCII-lowercased),
+    # and sort the same way, so the vocabulary and every count are the same.
+    counts = np.zeros((n, DIM), dtype=np.int64)
+    norms = array("d")
+    exact = True
+    ids = _Ids()
+    get = ids.__getitem__
+    tf_tid, tf_doc, tf_f = array("i"), array("i"), array("i")
+    sh_tid, sh_doc = array("i"), array("i")
+    dls = array("i")
+    total = 0
+    rid_blob = bytearray(b"\n")
+    rid_off = array("q")
+    rec_code = array("i")
+    codes: dict[str, int] = {}
+    pen = bytearray()
+    pr = bytearray()
+    updated: list[str] = []
+    for j, i in enumerate(live):
+        o, emb_text = view.head(i)
+        ts = tokenize_bytes(o["content"].encode("utf-8"))
+        comps = sparse_counts(ts)
+        sq = sum([x * x for x in comps.values()])
+        norm = math.sqrt(float(sq)) if sq else 1.0
+        if comps:
+            counts[j, list(comps)] = list(comps.values())
+        norms.append(norm)
+        if exact:
+            exact = _embedding_exact(o, emb_text, comps, norm, embedding_json_sparse)
+        tf = Counter(ts)
+        tf_tid.extend(map(get, tf))
+        tf_doc.extend([j] * len(tf))
+        tf_f.extend(tf.values())
+        dls.append(len(ts))
+        total += len(ts)
+        # Title and label tokens the content lacks: a chunk "shares" a query token when
+        # its content (tf postings) or these have it.
+        label_text = o["title"] + "".join(" " + lab for lab in o["labels"])
+        sx = set(tokenize_bytes(label_text.encode("utf-8"))).difference(tf)
+        sh_tid.extend(map(get, sx))
+        sh_doc.extend([j] * len(sx))
+        rid = o["record_id"]
+        rid_off.append(len(rid_blob))
+        rid_blob += ascii_lower(rid).encode("utf-8") + b"\n"
+        rec_code.append(codes.setdefault(rid, len(codes)))
+        pen.append(1 if path_penalised(rid) else 0)
+        pr.append(1 if has_pr_link(o["links"]) else 0)
+        updated.append(o["updated_at"] or "")
+        tick()
+
+    sections: dict[str, bytes] = {}
+    meta: dict[str, Any] = {"n": n}
+    if exact:
+        # int8 per (dim, chunk); the rare count beyond ±127 goes to an exception list
+        # (its cell holds 0), so the matrix costs one byte per cell.
+        cols = np.ascontiguousarray(counts.T)
+        big = np.abs(cols) > 127
+        xd, xc = np.nonzero(big)  # row-major: sorted by dim, then chunk
+        xptr = np.zeros(DIM + 1, dtype=np.int64)
+        np.cumsum(np.bincount(xd, minlength=DIM), out=xptr[1:])
+        xval = cols[xd, xc].astype(np.int32)
+        cols[big] = 0
+        sections["ref_cnt"] = cols.astype(np.int8).tobytes()
+        sections["ref_norm"] = norms.tobytes()
+        if len(xd):
+            sections["ref_cnt_xptr"] = xptr.tobytes()
+            sections["ref_cnt_xids"] = xc.astype(np.int32).tobytes()
+            sections["ref_cnt_xval"] = xval.tobytes()
+        meta["cnt"] = "b"
+    else:
+        sections["ref_emb"] = _dense_embeddings(view, live).tobytes()
+        meta["cnt"] = None
+    del counts
+
+    terms, rank = _sorted_terms(ids)
+    blob = bytearray(b"\n")
+    off = array("q")
+    for t in terms:
+        off.append(len(blob))
+        blob += t + b"\n"
+
+    def postings(tids: array[int], docs: array[int]) -> tuple[Any, Any, Any]:
+        # Rows were appended in ascending doc order: a stable sort by term keeps it.
+        t = rank[np.frombuffer(tids, dtype=np.int32)]
+        o = np.argsort(t, kind="stable")
+        ptr = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(t, minlength=len(terms)), out=ptr[1:])
+        return ptr, np.frombuffer(docs, dtype=np.int32)[o], o
+
+    tptr, tids, o = postings(tf_tid, tf_doc)
+    tfs = np.frombuffer(tf_f, dtype=np.int32)[o]
+    peak_tf = int(tfs.max()) if len(tfs) else 0
+    meta["tf"] = "B" if peak_tf < 256 else "H" if peak_tf < 65536 else "i"
+    tfs = tfs.astype({"B": np.uint8, "H": np.uint16, "i": np.int32}[meta["tf"]])
+    sptr, sids, _ = postings(sh_tid, sh_doc)
+    meta["avgdl"] = total / n
+    meta["vocab"] = len(terms)
+
+    per_rec = Counter(rec_code)
+    by_cid = sorted(range(n), key=cids.__getitem__)
+    cid_rank = array("i", [0] * n)
+    for r, i in enumerate(by_cid):
+        cid_rank[i] = r
+    tie = by_cid[:]
+    tie.sort(key=updated.__getitem__, reverse=True)
+    tie_rank = array("i", [0] * n)
+    for r, i in enumerate(tie):
+        tie_rank[i] = r
+    sections.update(
+        {
+            "ref_meta": json.dumps(meta, sort_keys=True).encode(),
+            "ref_vocab": bytes(blob),
+            "ref_vocab_off": narrow(np.frombuffer(off, dtype=np.int64)),
+            "ref_tf_ptr": narrow(tptr),
+            "ref_tf_ids": tids.astype(np.int32).tobytes(),
+            "ref_tf": tfs.tobytes(),
+            "ref_sx_ptr": narrow(sptr),
+            "ref_sx_ids": sids.astype(np.int32).tobytes(),
+            "ref_dl": dls.tobytes(),
+            "ref_rid": bytes(rid_blob),
+            "ref_rid_off": narrow(np.frombuffer(rid_off, dtype=np.int64)),
+            "ref_rec": rec_code.tobytes(),
+            "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rec_code),
+            "ref_pen": bytes(pen),
+            "ref_pr": bytes(pr),
+            "ref_cid_rank": cid_rank.tobytes(),
+            "ref_tie_rank": tie_rank.tobytes(),
+            "ref_doc": array("i", live_to_doc).tobytes(),
+        }
+    )
+    return sections
+
+
+def _embedding_exact(
+    o: dict[str, Any],
+    emb_text: bytes | None,
+    comps: dict[int, int],
+    norm: float,
+    render: Callable[[dict[int, int]], str],
+) -> bool:
+    """Does the stored embedding equal counts / norm, float for float? (An empty one
+    does not count.) The stored text is compared first: the store writer renders the
+    very same floats, and shortest round-trip text identifies a float."""
+    if emb_text is not None:
+        if emb_text.strip() == b"[]":
+            return True
+        if emb_text == render(comps).encode():
+            return True
+        emb: list[Any] = json.loads(emb_text)
+    else:
+        emb = o.get("embedding") or []
+        if not emb:
+            return True
+    if len(emb) != DIM:
+        return False
+    return all(comps.get(d, 0) / norm == float(e) for d, e in enumerate(emb))
+
+
+def _dense_embeddings(view: Chunks, live: list[int]) -> Any:
+    """DIM x n float64, column per chunk: its stored embedding (prefix up to DIM, zero
+    padded), or the hash embedding of its content when it has none."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    out = np.zeros((len(live), DIM), dtype=np.float64)
+    for j, i in enumerate(live):
+        o = view.raw_chunk(i)
+        e = [float(x) for x in o.get("embedding") or []] or hash_embed(o["content"])
+        e = e[:DIM]
+        out[j, : len(e)] = e
+    return np.ascontiguousarray(out.T)
+
+
+def _wait_child(
+    fn: Callable[[], dict[str, bytes]], parallel: bool
+) -> Callable[[], dict[str, bytes]]:
+    if not parallel:
+        return fn
+    return _start_child(fn)
+
+
+def build_sections(
+    view: Chunks,
+    *,
+    inline_docs: bool = False,
+    with_reference: bool = True,
+    workers: int | None = None,
+    eager: bool = False,
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """All sections of the index file for the store under `view`, and header facts."""
+    live, groups = live_groups(view)
+    order = [i for g in groups.values() for i in g]
+    doc_of = {s: d for d, s in enumerate(order)}
+    live_to_doc = [doc_of[i] for i in live]
+    del doc_of
+    parallel = with_reference and _parallel_ok(len(live), workers, eager=eager)
+    passes = 1 if parallel or not with_reference else 2
+    with progress.task("search index", total=passes * len(live), unit="sections") as bar:
+        ref: Callable[[], dict[str, bytes]] | None = None
+        if with_reference:
+            tick = (lambda: None) if parallel else bar.advance
+            ref = _wait_child(lambda: reference_sections(view, live, live_to_doc, tick), parallel)
+            if not parallel:
+                # In-process: run it first so its arrays are freed before the default's.
+                got = ref()
+                ref = lambda: got  # noqa: E731
+        sections, facts = default_sections(view, groups, inline_docs=inline_docs, tick=bar.advance)
+        if ref is not None:
+            sections.update(ref())
+    return sections, facts
+
+
+def iter_chunks_heads(view: Chunks) -> Iterator[dict[str, Any]]:
+    """Every chunk object's members but the embedding, in store order (tests, tools)."""
+    for i in range(view.chunk_count):
+        yield view.head(i)[0]

@@ -1,0 +1,104 @@
+"""The streamed search-index build (retrieval/index_build.py) against the in-memory one.
+
+With documents inline the two must write the same bytes; with documents read from the
+store (the default), every search must give the same hits. Stores are random: records
+split over several chunks or scattered through the file, dropped states, empty and
+non-reproducible embeddings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cce_knowledge.retrieval import search_index as si
+from cce_knowledge.store.store_file import KnowledgeStore, dumps, save
+from tests.helpers.corpora import queries, stores
+
+SNAP = "0123456789abcdef"
+
+
+@st.composite
+def varied_stores(draw: st.DrawFn) -> KnowledgeStore:
+    store = draw(stores)
+    chunks = list(store.chunks)
+    if chunks and draw(st.booleans()):
+        chunks = draw(st.permutations(chunks))  # a record's chunks need not be adjacent
+    if chunks and draw(st.booleans()):
+        i = draw(st.integers(0, len(chunks) - 1))
+        how = draw(st.sampled_from(["empty", "nudged", "short"]))
+        c = chunks[i]
+        if how == "empty":
+            emb: list[float] = []
+        elif how == "nudged":
+            emb = [x + 1e-3 for x in c.embedding]
+        else:
+            emb = c.embedding[:7]
+        chunks[i] = replace(c, embedding=emb)
+    return KnowledgeStore(snapshot=SNAP, records=store.records, chunks=chunks)
+
+
+def _write(root: Path, store: KnowledgeStore) -> Path:
+    save(root, store)
+    return root / ".cce" / "knowledge" / f"{SNAP}.json"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(store=varied_stores(), qs=st.lists(queries, min_size=1, max_size=4))
+def test_streamed_build_equals_the_in_memory_build(
+    tmp_path_factory: object, store: KnowledgeStore, qs: list[str]
+) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        path = _write(root, store)
+        want = si.build_bytes(store, workers=1)
+        inline = b"".join(si.index_parts(path, inline_docs=True, workers=1))
+        assert inline == want  # same format: the very same bytes
+        mapped = b"".join(si.index_parts(path, workers=1))
+        ipath = si.index_path(root, SNAP)
+        a = si.FastIndex(ipath, want, lambda: store)
+        b = si.FastIndex(ipath, mapped, lambda: store)
+        assert b.header["docs"] == "store" and "docs" not in b.header["sections"]
+        for q in qs:
+            for ranking in ("default", "reference"):
+                for k in (1, 5, 30):
+                    assert b.search(q, k, 0.0, ranking=ranking) == a.search(
+                        q, k, 0.0, ranking=ranking
+                    )
+        for c in range(a.n_chunks):
+            assert b.doc(c) == a.doc(c)
+
+
+def test_parallel_streamed_build_gives_the_same_bytes(tmp_path: Path) -> None:
+    from tests.helpers.corpora import make_store
+
+    specs = [
+        (f"r{i % 9}", f"lock retry {i} backoff pool", f"title {i % 4}", None, None, [], [])
+        for i in range(60)
+    ]
+    store = make_store(specs)
+    path = _write(tmp_path, store)
+    one = b"".join(si.index_parts(path, workers=1))
+    two = b"".join(si.index_parts(path, workers=2))
+    assert one == two
+
+
+def test_store_docs_need_the_same_store_file(tmp_path: Path) -> None:
+    from tests.helpers.corpora import make_store
+
+    store = make_store([("r1", "retry with backoff", "Retries", None, None, [], [])])
+    path = _write(tmp_path, store)
+    built = si.build_search_index(tmp_path)
+    assert built.path == si.index_path(tmp_path, SNAP) and built.size > 0
+    assert si.try_open(built.path, SNAP) is not None
+    # A store file of another size (edited by hand) makes the index stale, never wrong.
+    path.write_bytes(dumps(store) + b"\n")
+    assert si.try_open(built.path, SNAP) is None
+    assert si.status_for(tmp_path, SNAP) == "stale"
