@@ -162,7 +162,7 @@ def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticConfig) ->
         return state.missing_reason
     state.vf = vf
     state.present = present
-    state.rec_ptr = np.frombuffer(idx.rec_chunk_ptr, dtype=np.int64)
+    state.rec_ptr = np.asarray(idx.rec_chunk_ptr).astype(np.int64)  # int32 or int64 on disk
     return None
 
 
