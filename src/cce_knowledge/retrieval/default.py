@@ -188,9 +188,7 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
         blen.append(bl)
         llen.append(len(lead))
     n = len(records)
-    avg_t = sum(tlen) / n if n else 0.0
-    avg_b = sum(blen) / n if n else 0.0
-    avg_l = sum(llen) / n if n else 0.0
+    avg_t, avg_b, avg_l = (mean_length(x, n) for x in (tlen, blen, llen))
     df: dict[str, int] = {}
     for r, rd in enumerate(records):
         nt = field_norm(TITLE_B, tlen[r], avg_t)
@@ -211,6 +209,11 @@ def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:
         section_w.append(_f32({t: section_weight(f, norm) for t, f in cnt.items()}))
         chunk_tf[ci] = {}
     return DefaultModel(chunks, records, idfs, n, section_w)
+
+
+def mean_length(lengths: Iterable[int], n: int) -> float:
+    """Average field length over n records (0.0 for none): exact integer sum, one division."""
+    return sum(lengths) / n if n else 0.0
 
 
 def term_weight(term: str, term_idf: float) -> float:

@@ -44,6 +44,7 @@ from cce_knowledge.retrieval.default import (
     TITLE_WEIGHT,
     field_norm,
     idf,
+    mean_length,
 )
 from cce_knowledge.retrieval.reference import PER_RECORD_CAP, has_pr_link, path_penalised
 from cce_knowledge.store.store_file import KnowledgeChunk, embedding_json_sparse
@@ -345,9 +346,7 @@ def default_sections(
         llen.append(len(lead))
 
     n = len(groups)
-    avg_t = sum(tlen) / n if n else 0.0
-    avg_b = sum(blen) / n if n else 0.0
-    avg_l = sum(llen) / n if n else 0.0
+    avg_t, avg_b, avg_l = (mean_length(x, n) for x in (tlen, blen, llen))
     terms, rank = _sorted_terms(ids)
     nt_ = len(terms)
     sections: dict[str, bytes] = {}

@@ -96,15 +96,18 @@ _F32 = struct.Struct("f")
 _Postings = tuple[Any, Any, int, int]
 
 
+def _at(p: _Postings, owner: int) -> int:
+    """Where `owner` sits in one term's postings (sorted by owner), or -1."""
+    ids, _, a, b = p
+    j = bisect.bisect_left(ids, owner, a, b)
+    return j if j < b and ids[j] == owner else -1
+
+
 def _title_cover(r: int, tits: list[_Postings | None], ws: list[float]) -> float:
     """Σ weight of the query terms in record r's title (query order)."""
     s = 0.0
     for p, w in zip(tits, ws, strict=True):
-        if p is None:
-            continue
-        ids, _, a, b = p
-        j = bisect.bisect_left(ids, r, a, b)
-        if j < b and ids[j] == r:
+        if p is not None and _at(p, r) >= 0:
             s += w
     return s
 
@@ -595,12 +598,9 @@ class FastIndex:
         s = 0.0
         norm = self.sec_norm[c]
         for p, w in zip(recs, ws, strict=True):
-            if p is None:
-                continue
-            ids, tfs, a, b = p
-            j = bisect.bisect_left(ids, r, a, b)
-            if j < b and ids[j] == r:
-                tf = tfs[j]
+            j = -1 if p is None else _at(p, r)
+            if j >= 0:
+                tf = p[1][j]  # type: ignore[index]
                 if tf:
                     s = s + w * _F32.unpack(_F32.pack(tf / (tf + K1 * norm)))[0]
         top_a, top_b = (s, 0.0) if s > 0.0 else (0.0, 0.0)
