@@ -589,6 +589,27 @@ def test_index_alone_extracts_the_documented_docs_example(h: Harness) -> None:
     assert o["feed"].endswith("/cce-knowledge/feed.jsonl")
 
 
+def test_index_alone_embeds_against_the_semantic_inputs(h: Harness) -> None:
+    """`semantic-url`/`semantic-model` reach `cce knowledge index`: the chunks are
+    embedded by that server (a loopback stand-in for a service container)."""
+    from tests.helpers.embed_server import embed_server
+
+    h.make_repo([ACT_DIR / "workflows" / "index-only.yml"])
+    with embed_server() as srv:
+        run = h.act(
+            "index-only.yml",
+            {
+                "feed": "../fixtures/feed-v1.jsonl",
+                "semantic-url": srv.url,
+                "semantic-model": "tiny-ngrams",
+            },
+        )
+        assert run.rc == 0, run.log[-6000:]
+        assert srv.requests and {r["model"] for r in srv.requests} == {"tiny-ngrams"}
+    snap = run.outputs["snapshot"]
+    assert (h.out / "vectors.txt").read_text().split()[0].startswith(f"{snap}-")
+
+
 def test_index_failure_annotation_gives_the_argparse_reason(h: Harness) -> None:
     h.make_repo([ACT_DIR / "workflows" / "index-only.yml"])
     run = h.act("index-only.yml", {"feed": "", "extract": "docs ./handbook"})
