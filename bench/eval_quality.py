@@ -158,7 +158,8 @@ class Hybrid:
         self._signals: dict[str, tuple[list[tuple[int, int, float]], object, object]] = {}
 
     def rank(self, q: str) -> list[str]:
-        hits = self.searcher.search(q, 30, ranking="hybrid", min_score=0.0)
+        # One hit per record: the top 10 hits are the top 10 records.
+        hits = self.searcher.search(q, 10, ranking="hybrid", min_score=0.0)
         if self.searcher.last_note:
             raise SystemExit(f"hybrid fell back: {self.searcher.last_note}")
         return [h.record_id for h in hits]

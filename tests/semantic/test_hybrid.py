@@ -214,3 +214,30 @@ def test_mcp_index_status_shows_semantic(embedded: Path) -> None:
 
     text = KnowledgeTools(embedded).index_status({}).text
     assert "  semantic :\n" in text and "model tiny-ngrams" in text and "64 dims" in text
+
+
+def test_long_answer_lists_are_not_cut_to_the_pools(tmp_path: Path, server: EmbedServer) -> None:
+    import json as _json
+
+    from .conftest import index
+
+    root = tmp_path / "many"
+    write_config(root, "ollama", server.url)
+    feed = tmp_path / "many.jsonl"
+    feed.write_text(
+        "".join(
+            _json.dumps(
+                {
+                    "id": f"r:{i}",
+                    "title": f"Retry note {i}",
+                    "body": f"retry policy {i}",
+                    "source": "t",
+                }
+            )
+            + "\n"
+            for i in range(60)
+        )
+    )
+    assert index(root, feed) == 0
+    s = Searcher(root)
+    assert len(s.search("retry policy", 50, ranking="hybrid")) == 50 and s.last_note is None

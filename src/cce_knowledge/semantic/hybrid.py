@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.semantic.textprep import cut_utf8, is_binary
@@ -218,7 +218,11 @@ def hybrid_search(
     # query in twenty then waits 10-250 ms; einsum's single loop takes ~0.5 ms per 10k rows.
     cos = np.einsum("ij,j->i", state.vf.matrix, (q / n).astype(np.float32))
     rec_cos, rec_arg = dense_records(cos, state.rec_ptr, state.present)
-    lex = idx.default_ranked(query, max(fusion.lex_pool, top_k), 0.0)
+    if top_k > fusion.lex_pool:
+        # A long answer list takes as many lexical candidates as hits asked for (the
+        # first 20 are what the constants were chosen on, and rank the same).
+        fusion = replace(fusion, lex_pool=top_k)
+    lex = idx.default_ranked(query, fusion.lex_pool, 0.0)
     fused = fuse(lex, rec_cos, rec_arg, fusion)
     kept = [(c, s) for _r, c, s in fused if not s < min_score]
     if len(kept) > top_k:
