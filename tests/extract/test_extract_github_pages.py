@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cce_knowledge.cli.main import main
@@ -459,6 +459,8 @@ _ITEM_KEYS = [
 
 
 @given(st.dictionaries(st.sampled_from(_ITEM_KEYS), _json), st.integers(1, 10**6))
+@example({"labels": True}, 1)  # a non-list `labels` once raised TypeError
+@example({"labels": "bug", "milestone": []}, 2)
 def test_any_issue_json_maps_to_a_record_or_is_skipped(fields: dict, number: int) -> None:
     """Hostile API rows: whatever the field types, slimming and mapping never crash,
     and the record is one the contract accepts."""

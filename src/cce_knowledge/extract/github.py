@@ -105,6 +105,7 @@ def _s(v: Any) -> str | None:
 def slim_item(item: dict[str, Any]) -> dict[str, Any]:
     """The fields of an issues-list item that records are made from (same shapes)."""
     milestone = item.get("milestone")
+    labels = item.get("labels")
     d: dict[str, Any] = {
         "number": item["number"],
         "title": _s(item.get("title")),
@@ -115,7 +116,7 @@ def slim_item(item: dict[str, Any]) -> dict[str, Any]:
         "updated_at": _s(item.get("updated_at")),
         "labels": [
             {"name": lab["name"]}
-            for lab in item.get("labels") or []
+            for lab in (labels if isinstance(labels, list) else [])
             if isinstance(lab, dict) and isinstance(lab.get("name"), str)
         ],
         "milestone": {"title": _s(milestone.get("title"))} if isinstance(milestone, dict) else None,
@@ -177,9 +178,10 @@ class Mapper:
         if comments:
             ordered = sorted(comments, key=comment_order)
             body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(map(_comment, ordered))
+        raw_labels = item.get("labels")
         labels = dedup(
             lab["name"]
-            for lab in item.get("labels") or []
+            for lab in (raw_labels if isinstance(raw_labels, list) else [])
             if isinstance(lab, dict) and isinstance(lab.get("name"), str)
         )
         milestone = item.get("milestone")
