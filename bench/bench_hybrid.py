@@ -58,7 +58,6 @@ class Timed:
 def hybrid_once(searcher: Any, q: str) -> tuple[float, float]:
     """(total ms, provider ms) of one hybrid search. The searcher's provider is wrapped
     (created up front on a fresh searcher, connection not yet open) to time its request."""
-    from cce_knowledge.config.reader import load_semantic_config
     from cce_knowledge.semantic.hybrid import HybridState
     from cce_knowledge.semantic.provider import Provider
 
@@ -66,7 +65,7 @@ def hybrid_once(searcher: Any, q: str) -> tuple[float, float]:
         searcher._hybrid = HybridState()
     st = searcher._hybrid
     if not isinstance(st.provider, Timed):
-        cfg = load_semantic_config(searcher.root)
+        cfg = searcher.settings().knowledge.semantic_config()
         st.provider, st.provider_cfg = Timed(Provider(cfg)), cfg
     before = st.provider.spent
     t0 = time.perf_counter()
@@ -150,10 +149,10 @@ def main() -> int:
 
 
 def throughput(root: Path, limit: int) -> int:
-    from cce_knowledge.config.reader import load_semantic_config
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.semantic.build import embed_root
 
-    cfg = load_semantic_config(root)
+    cfg = load_settings(root).knowledge.semantic_config()
     if cfg is None:
         raise SystemExit(f"{root}: no knowledge.semantic")
     with tempfile.TemporaryDirectory(prefix="cce-embed-bench-") as tmp:

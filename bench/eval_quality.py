@@ -144,7 +144,6 @@ class Hybrid:
     for the fusion sweep."""
 
     def __init__(self, root: Path, raw: bytes) -> None:
-        from cce_knowledge.config.reader import load_semantic_config
         from cce_knowledge.retrieval.searcher import Searcher
         from cce_knowledge.store.ingest import snapshot_id
 
@@ -154,7 +153,7 @@ class Hybrid:
             raise SystemExit(f"{root}: its store is not this corpus's (index it first)")
         self.idx = idx
         self.root = root
-        self.cfg = load_semantic_config(root)
+        self.cfg = self.searcher.settings().knowledge.semantic_config()
         self._signals: dict[str, tuple[list[tuple[int, int, float]], object, object]] = {}
 
     def rank(self, q: str) -> list[str]:

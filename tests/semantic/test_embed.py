@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cce_knowledge.cli.main import main
-from cce_knowledge.config.reader import SemanticConfig, load_semantic_config
+from cce_knowledge.config.settings import SemanticSettings, load_settings
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.semantic import build as B
 from cce_knowledge.semantic.provider import MAX_BATCH
@@ -23,8 +23,8 @@ def _rec(rid: str, title: str, body: str) -> str:
     return json.dumps({"id": rid, "title": title, "body": body, "source": "t"})
 
 
-def _cfg(server: EmbedServer, provider: str = "ollama") -> SemanticConfig:
-    return SemanticConfig(provider=provider, url=server.url, model="tiny-ngrams")
+def _cfg(server: EmbedServer, provider: str = "ollama") -> SemanticSettings:
+    return SemanticSettings(provider=provider, url=server.url, model="tiny-ngrams")
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
@@ -146,17 +146,21 @@ def test_embed_without_config_is_a_clear_error(
     assert "knowledge.semantic" in capsys.readouterr().err
 
 
+def _semantic(root: Path, env: dict[str, str]) -> SemanticSettings | None:
+    return load_settings(root, warn=False, env=env).knowledge.semantic_config()
+
+
 def test_config_rules(tmp_path: Path) -> None:
     root = tmp_path
-    assert load_semantic_config(root, {}) is None
+    assert _semantic(root, {}) is None
     write_config(root, "ollama", "http://127.0.0.1:11434/")
-    c = load_semantic_config(root, {})
-    assert c == SemanticConfig("ollama", "http://127.0.0.1:11434", "tiny-ngrams")
+    c = _semantic(root, {})
+    assert c == SemanticSettings("ollama", "http://127.0.0.1:11434", "tiny-ngrams")
     # Environment overrides each key.
-    c = load_semantic_config(root, {"CCE_EMBED_MODEL": "m2", "CCE_EMBED_URL": "https://e.test"})
+    c = _semantic(root, {"CCE_EMBED_MODEL": "m2", "CCE_EMBED_URL": "https://e.test"})
     assert c is not None and (c.model, c.url) == ("m2", "https://e.test")
     (root / ".cce" / "config").write_text("knowledge:\n  semantic:\n    model: m\n")
-    assert load_semantic_config(root, {"OLLAMA_HOST": "10.0.0.2:11434"}) == SemanticConfig(
+    assert _semantic(root, {"OLLAMA_HOST": "10.0.0.2:11434"}) == SemanticSettings(
         "ollama", "http://10.0.0.2:11434", "m"
     )
     for bad, field in (
@@ -168,4 +172,10 @@ def test_config_rules(tmp_path: Path) -> None:
     ):
         (root / ".cce" / "config").write_text(f"knowledge:\n  semantic:\n    {bad}\n")
         with pytest.raises(ConfigError, match=field):
-            load_semantic_config(root, {})
+            _semantic(root, {})
+        # Kept, not raised: only what uses semantic retrieval fails on it.
+        settings = load_settings(root, warn=False, env={})
+        assert settings.knowledge.semantic is None
+        assert f"{root / '.cce' / 'config'}: knowledge.semantic" in str(
+            settings.knowledge.semantic_problem
+        )

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cce_knowledge.config.reader import SemanticConfig
+from cce_knowledge.config.settings import SemanticSettings
 from cce_knowledge.semantic.provider import Provider, ProviderError, ProviderUnreachable
 from cce_knowledge.semantic.textprep import MAX_TEXT_BYTES, chunk_text, cut_utf8
 from tests.helpers.embed_server import embed_server
@@ -15,7 +15,7 @@ KEY = "sk-test-0123456789abcdef"
 
 
 def _p(url: str, provider: str = "openai", **env: str) -> Provider:
-    return Provider(SemanticConfig(provider, url, "m"), env={"CCE_EMBED_API_KEY": KEY, **env})
+    return Provider(SemanticSettings(provider, url, "m"), env={"CCE_EMBED_API_KEY": KEY, **env})
 
 
 def test_key_not_sent_over_plain_http_without_opt_in() -> None:

@@ -83,11 +83,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be at least 1")
     if args.max_record_bytes is not None and args.max_record_bytes < 1:
         raise UsageError("--max-record-bytes must be at least 1")
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval.search_index import build_step
 
+    settings = load_settings(args.dir)
     out = index_to_root(
         args.feed,
         root=args.dir,
+        settings=settings,
         manifest=args.manifest,
         jobs=args.jobs,
         redaction=args.redaction,
@@ -115,5 +118,5 @@ def run(args: argparse.Namespace) -> int:
         )
     from cce_knowledge.cli.semantic_cmds import embed_step
 
-    embed_step(args.dir)
+    embed_step(args.dir, settings)
     return 0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet
+
+if TYPE_CHECKING:
+    from cce_knowledge.config.settings import Settings
 
 DESCRIPTION = """\
 Embed the installed store's chunks for hybrid ranking (`--ranking hybrid`).
@@ -49,21 +52,21 @@ def warn(msg: str) -> None:
     print(f"warning: {msg}", file=sys.stderr)
 
 
-def embed_step(root: str) -> None:
+def embed_step(root: str, settings: Settings) -> None:
     """The embed step of `index`/`pull`: only when `knowledge.semantic` is configured;
     problems are warnings, never a failed build."""
     from cce_knowledge.semantic.build import embed_after_build
 
     sys.stdout.flush()
-    embed_after_build(root, warn=warn)
+    embed_after_build(root, settings, warn=warn)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cce_knowledge.config.reader import load_semantic_config
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.core.errors import ConfigError
     from cce_knowledge.semantic.build import embed_root, missing_note
 
-    cfg = load_semantic_config(args.dir)
+    cfg = load_settings(args.dir).knowledge.semantic_config()
     if cfg is None:
         raise ConfigError(
             "no embedding provider configured: add `knowledge.semantic` (provider, url, "

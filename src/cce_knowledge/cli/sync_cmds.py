@@ -80,11 +80,14 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _pull(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval.search_index import build_step
     from cce_knowledge.sync.pull import pull_corpus
 
+    settings = load_settings(args.dir)
     res = pull_corpus(
         args.dir,
+        settings=settings,
         corpus=args.corpus,
         snapshot=args.snapshot,
         force=args.force,
@@ -112,11 +115,11 @@ def _pull(args: argparse.Namespace) -> int:
     from cce_knowledge.cli.semantic_cmds import embed_step
     from cce_knowledge.semantic.share import pull_published_vectors
 
-    line = pull_published_vectors(args.dir, res.corpus_id, res.snapshot, args.remote)
+    line = pull_published_vectors(args.dir, res.corpus_id, res.snapshot, args.remote, settings)
     if line:
         print(f"note: {line}", file=sys.stderr)
 
-    embed_step(args.dir)
+    embed_step(args.dir, settings)
     return 0
 
 

@@ -12,13 +12,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from cce_knowledge.core.errors import ConfigError
-from cce_knowledge.core.urls import display_url
 
 if TYPE_CHECKING:
     import yaml
@@ -193,90 +188,6 @@ def block(root_node: yaml.Node | None, *path: str) -> dict[str, yaml.Node] | Non
             return None
         m = mapping(m.get(name))
     return m
-
-
-# ---------------------------------------------------------------- semantic (ours)
-
-SEMANTIC_PROVIDERS = ("ollama", "openai")
-OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
-#: Environment overrides of `knowledge.semantic` (the Action and CI jobs set these).
-SEMANTIC_ENV = {
-    "provider": "CCE_EMBED_PROVIDER",
-    "url": "CCE_EMBED_URL",
-    "model": "CCE_EMBED_MODEL",
-}
-
-
-@dataclass(frozen=True)
-class SemanticConfig:
-    """`knowledge.semantic`: where chunks and queries are embedded (never the API key)."""
-
-    provider: str
-    url: str
-    model: str
-
-
-def _ollama_url(env: Mapping[str, str]) -> str:
-    host = (env.get("OLLAMA_HOST") or "").strip()
-    if not host:
-        return OLLAMA_DEFAULT_URL
-    # Ollama accepts `host:port` without a scheme.
-    return host if "://" in host else f"http://{host}"
-
-
-def load_semantic_config(
-    root: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
-) -> SemanticConfig | None:
-    """The embedding provider, or None when semantic retrieval is not configured.
-
-    `knowledge.semantic` in `.cce/config`, each key overridable by CCE_EMBED_PROVIDER /
-    CCE_EMBED_URL / CCE_EMBED_MODEL. Our own key: the reference engine ignores it.
-    Raises ConfigError naming the field when the block is present but unusable.
-    """
-    env = os.environ if env is None else env
-    path = config_path(root) if root is not None else None
-    raw: dict[str, str | None] = {"provider": None, "url": None, "model": None}
-    where = f"{path}: knowledge.semantic" if path is not None else "knowledge.semantic"
-    if path is not None and path.exists():
-        try:
-            blk = block(load_document(path), "knowledge")
-            node = blk.get("semantic") if blk is not None else None
-            sem = mapping(node)
-            if sem is not None:
-                for key in raw:
-                    raw[key] = as_opt_str(sem.get(key))
-                extra = sorted(set(sem) - set(raw))
-                if extra:
-                    raise ConfigError(
-                        f"{where}: unknown key {extra[0]!r} (expected provider, url, model)"
-                    )
-        except Unparsable as e:
-            raise ConfigError(f"{path}: not valid YAML ({e})") from e
-        except WrongType as e:
-            raise ConfigError(f"{where}: {e}") from e
-    for key, var in SEMANTIC_ENV.items():
-        v = env.get(var)
-        if v:
-            raw[key] = v
-    if not any(raw.values()):
-        return None
-    provider = (raw["provider"] or "ollama").strip()
-    if provider not in SEMANTIC_PROVIDERS:
-        raise ConfigError(
-            f"{where}.provider: {provider!r} is not a provider (expected ollama or openai)"
-        )
-    model = (raw["model"] or "").strip()
-    if not model:
-        raise ConfigError(f"{where}.model: required (e.g. nomic-embed-text)")
-    url = (raw["url"] or "").strip()
-    if not url:
-        if provider == "openai":
-            raise ConfigError(f"{where}.url: required for the openai provider")
-        url = _ollama_url(env)
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in ("http", "https"):
-        raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
-    return SemanticConfig(provider=provider, url=url.rstrip("/"), model=model)
 
 
 def parse_retention(value: str | None) -> int | None:

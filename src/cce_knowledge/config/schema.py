@@ -21,6 +21,8 @@ def config_json_schema() -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     schema = TypeAdapter(Settings).json_schema(mode="validation")
+    # Not a key: the reason a configured `knowledge.semantic` is unusable.
+    del schema["$defs"]["KnowledgeSettings"]["properties"]["semantic_problem"]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,6 +42,7 @@ from cce_knowledge.config.reader import (
 )
 from cce_knowledge.config.validate import validate_value
 from cce_knowledge.core.errors import ConfigError
+from cce_knowledge.core.urls import display_url
 
 if TYPE_CHECKING:
     import yaml
@@ -51,9 +53,17 @@ _SCHEMA_CONFIG: Any = {"use_attribute_docstrings": True}
 Ranking = Literal["default", "reference", "hybrid"]
 Redaction = Literal["extended", "reference"]
 Source = Literal["code", "knowledge", "both"]
+SemanticProvider = Literal["ollama", "openai"]
 
 DEFAULT_SECTION_TOKENS = 400
 DEFAULT_KNOWLEDGE_MIN_SCORE = 0.30
+OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
+#: Environment overrides of `knowledge.semantic` (the Action and CI jobs set these).
+SEMANTIC_ENV = {
+    "provider": "CCE_EMBED_PROVIDER",
+    "url": "CCE_EMBED_URL",
+    "model": "CCE_EMBED_MODEL",
+}
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,24 @@ class KnowledgeSyncSettings:
 
 
 @dataclass(frozen=True)
+class SemanticSettings:
+    """Where chunks and queries are embedded for semantic retrieval (never the API
+    key: that comes from CCE_EMBED_API_KEY only)."""
+
+    __pydantic_config__ = _SCHEMA_CONFIG
+
+    provider: SemanticProvider = "ollama"
+    """`ollama` (the default) or `openai` (any OpenAI-compatible embeddings API).
+    CCE_EMBED_PROVIDER overrides it."""
+    url: str = OLLAMA_DEFAULT_URL
+    """Base http(s) URL of the provider; required for `openai`. For `ollama` the
+    default is `$OLLAMA_HOST`, else http://127.0.0.1:11434. CCE_EMBED_URL overrides it."""
+    model: str = ""
+    """The embedding model (e.g. `nomic-embed-text`); required, here or in
+    CCE_EMBED_MODEL, which overrides it."""
+
+
+@dataclass(frozen=True)
 class KnowledgeSettings:
     """The knowledge layer: indexing and search."""
 
@@ -107,6 +135,20 @@ class KnowledgeSettings:
     not given. `extended` (the default): the reference's rules plus the shapes of a
     maintained secret-scanning rule set; `reference`: the reference engine's rules
     exactly (byte-exact stores)."""
+    semantic: SemanticSettings | None = None
+    """Ours: the embedding provider of semantic retrieval (`cce knowledge embed`, the
+    `hybrid` ranking); unset (and no CCE_EMBED_* variable) means off."""
+    semantic_problem: str | None = None
+    """Not a key (left out of the schema): why `knowledge.semantic` (with the CCE_EMBED_*
+    overlay) is unusable. Kept rather than raised so that only the commands that use
+    semantic retrieval fail (or warn) on it; see `semantic_config()`."""
+
+    def semantic_config(self) -> SemanticSettings | None:
+        """The embedding provider, or None when semantic retrieval is not configured.
+        Raises ConfigError naming the file and the key when it is configured badly."""
+        if self.semantic_problem is not None:
+            raise ConfigError(self.semantic_problem)
+        return self.semantic
 
 
 @dataclass(frozen=True)
@@ -151,12 +193,19 @@ EXTENSION_BLOCKS: dict[str, Any] = {"redaction": Redaction}
 # ------------------------------------------------------------------ reading
 
 
-def load_settings(root: str | os.PathLike[str], *, warn: bool = True) -> Settings:
-    """`<root>/.cce/config`, read and parsed once. A missing file gives the defaults
-    without importing a YAML parser (a cold search stays lean).
+def load_settings(
+    root: str | os.PathLike[str],
+    *,
+    warn: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """`<root>/.cce/config`, read and parsed once, with the CCE_EMBED_* overlay of
+    `knowledge.semantic` from `env` (default: the process environment). A missing file
+    gives the defaults without importing a YAML parser (a cold search stays lean).
 
     Raises ConfigError (naming the file and the key) only for a bad value of one of
-    our own extension blocks; reference keys follow the tolerance rules.
+    our own extension blocks; reference keys follow the tolerance rules. A bad
+    `knowledge.semantic` is kept in `knowledge.semantic_problem` instead.
     """
     path = config_path(root)
     try:
@@ -168,6 +217,10 @@ def load_settings(root: str | os.PathLike[str], *, warn: bool = True) -> Setting
     extensions = _extensions(doc, path)
     if extensions:
         knowledge = replace(knowledge, **extensions)
+    try:
+        knowledge = replace(knowledge, semantic=_semantic(doc, path, problem, env))
+    except ConfigError as e:
+        knowledge = replace(knowledge, semantic_problem=e.message)
     return Settings(
         markdown=_markdown(doc),
         knowledge=knowledge,
@@ -268,6 +321,64 @@ def _extensions(doc: yaml.Node | None, path: Path) -> dict[str, Any]:
                 raise ConfigError(f"{path}: knowledge.{name}: {e}") from None
             out[name] = validate_value(value, form, f"{path}: knowledge.{name}")
     return out
+
+
+def _semantic(
+    doc: yaml.Node | None,
+    path: Path,
+    problem: Exception | None,
+    env: Mapping[str, str] | None,
+) -> SemanticSettings | None:
+    """`knowledge.semantic`, each key overridden by its CCE_EMBED_* variable. Any
+    scalar is read as its text (a model name may look like a number)."""
+    env = os.environ if env is None else env
+    where = f"{path}: knowledge.semantic"
+    raw: dict[str, str] = {}
+    try:
+        if problem is not None:
+            raise ConfigError(f"{path}: not valid YAML ({problem})")
+        blk = block(doc, "knowledge")
+        sem = mapping(blk.get("semantic")) if blk else None
+        for key, node in (sem or {}).items():
+            if key not in SEMANTIC_ENV:
+                # By hand, not validate_value: pydantic's import would cost every
+                # search ~80 ms once semantic retrieval is configured.
+                raise ConfigError(f"{where}.{key}: unknown key (expected provider, url, model)")
+            value = as_opt_str(node)
+            if value is not None:
+                raw[key] = value
+    except WrongType as e:
+        raise ConfigError(f"{where}: {e}") from None
+    for key, var in SEMANTIC_ENV.items():
+        if env.get(var):
+            raw[key] = env[var]
+    if not any(raw.values()):
+        return None
+    provider = (raw.get("provider") or "ollama").strip()
+    if provider not in ("ollama", "openai"):
+        raise ConfigError(
+            f"{where}.provider: {provider!r} is not a provider (expected ollama or openai)"
+        )
+    model = (raw.get("model") or "").strip()
+    if not model:
+        raise ConfigError(f"{where}.model: required (e.g. nomic-embed-text)")
+    url = (raw.get("url") or "").strip()
+    if not url:
+        if provider == "openai":
+            raise ConfigError(f"{where}.url: required for the openai provider")
+        url = _ollama_url(env)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
+    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model)  # type: ignore[arg-type]  # checked above
+
+
+def _ollama_url(env: Mapping[str, str]) -> str:
+    host = (env.get("OLLAMA_HOST") or "").strip()
+    if not host:
+        return OLLAMA_DEFAULT_URL
+    # Ollama accepts `host:port` without a scheme.
+    return host if "://" in host else f"http://{host}"
 
 
 def _sync_block(doc: yaml.Node | None) -> SyncSettings:

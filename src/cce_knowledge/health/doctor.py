@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
@@ -177,12 +178,14 @@ def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
     # "absent-store" cannot happen here (the store just loaded); say nothing.
 
 
-def _semantic_check(root: Path, store: KnowledgeStore, r: Report) -> None:
+def _semantic_check(
+    root: Path, store: KnowledgeStore, r: Report, settings: Settings | None
+) -> None:
     """Ours (additive, silent unless configured or vectors exist): vector coverage, and
     vectors made with a model other than the configured one."""
     from cce_knowledge.semantic.status import semantic_status
 
-    st = semantic_status(root, store.snapshot)
+    st = semantic_status(root, store.snapshot, settings)
     if st is None:
         return
     if st.problem:
@@ -223,7 +226,10 @@ def _native_check(r: Report) -> None:
     )
 
 
-def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None:
+def check_knowledge(
+    root: Path, r: Report, redact: Callable[[str], str], settings: Settings | None = None
+) -> None:
+    """`settings`: the root's (None: read where needed)."""
     if not (knowledge_dir(root) / "current").exists():
         return
     r.line("knowledge:")
@@ -248,7 +254,7 @@ def check_knowledge(root: Path, r: Report, redact: Callable[[str], str]) -> None
     _pulled_bytes_check(root, r)
     if store is not None:
         _search_index_check(root, store, r)
-        _semantic_check(root, store, r)
+        _semantic_check(root, store, r, settings)
     _native_check(r)
 
 
@@ -257,17 +263,19 @@ def run_doctor(
 ) -> DoctorOutcome:
     """The whole report. Raises StoreError (exit 1) only when there is nothing to check."""
     shown = os.fspath(root)
+    from cce_knowledge.config.settings import load_settings
+    from cce_knowledge.core.errors import CceError
+
+    settings: Settings | None
+    try:
+        settings = load_settings(shown, warn=False)
+    except (CceError, OSError):
+        settings = None  # a bad block of ours: each check reports what it can
     if redact is None:
         # Judge the store by the redaction it is indexed with (knowledge.redaction).
-        from cce_knowledge.config.settings import load_settings
-        from cce_knowledge.core.errors import CceError
         from cce_knowledge.engine.redaction import DEFAULT_REDACTION, redactor_for
 
-        try:
-            mode = load_settings(shown, warn=False).knowledge.redaction
-        except (CceError, OSError):
-            mode = DEFAULT_REDACTION
-        redact = redactor_for(mode)
+        redact = redactor_for(settings.knowledge.redaction if settings else DEFAULT_REDACTION)
     rootp = Path(shown)
     if not rootp.is_dir():
         raise StoreError(f"not a directory: {shown}")
@@ -284,7 +292,7 @@ def run_doctor(
         r.line(
             f"code index: {shown}/.cce/index.json — not checked here (run the cce engine's `cce doctor`)"
         )
-    check_knowledge(rootp, r, redact)
+    check_knowledge(rootp, r, redact, settings)
     r.line(
         f"summary: 1 store checked · {r.failures} failure{_plural(r.failures)} · "
         f"{r.advisories} advisor{_plural(r.advisories, 'y', 'ies')}"

@@ -250,7 +250,7 @@ def knowledge_status(
     )
     from cce_knowledge.semantic.status import semantic_status
 
-    st.semantic = semantic_status(root, facts.snapshot)
+    st.semantic = semantic_status(root, facts.snapshot, settings)
     remote, remote_corpus = resolve_status_remote(root, settings, marker, remote_override)
     st.remote = strip_credentials(remote) if remote else None
     st.remote_corpus = remote_corpus

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.config.reader import load_semantic_config
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import ConfigError, StoreError
 from cce_knowledge.retrieval.rankings import check_ranking, configured_min_score, resolve_ranking
@@ -51,8 +50,6 @@ class Searcher:
         self._index: FastIndex | None = None
         self._store: KnowledgeStore | None = None
         self._hybrid: Any = None
-        self._semantic: Any = None
-        self._semantic_key: Any = None
         #: Why the last `hybrid` search fell back to the default ranking (None: it did not).
         self.last_note: str | None = None
 
@@ -118,7 +115,7 @@ class Searcher:
         if self._hybrid is None:
             self._hybrid = HybridState()
         try:
-            cfg = self._semantic_config()
+            cfg = self.settings().knowledge.semantic_config()
         except ConfigError as e:
             self.last_note = (
                 f"hybrid ranking unavailable ({e.message}); showing the default ranking"
@@ -126,22 +123,6 @@ class Searcher:
             return idx.search_default(query, top_k, floor)
         hits, self.last_note = hybrid_search(self.root, idx, cfg, self._hybrid, query, top_k, floor)
         return hits
-
-    def _semantic_config(self) -> Any:
-        """`knowledge.semantic`, re-read only when the config file or the CCE_EMBED_*
-        variables change (a YAML parse per query would cost more than the fusion)."""
-        from cce_knowledge.config.reader import SEMANTIC_ENV, config_path
-
-        try:
-            st = os.stat(config_path(self.root))
-            fkey: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            fkey = None
-        key = (fkey, tuple(os.environ.get(v) for v in (*SEMANTIC_ENV.values(), "OLLAMA_HOST")))
-        if self._semantic_key != key:
-            self._semantic = load_semantic_config(self.root)
-            self._semantic_key = key
-        return self._semantic
 
     def close(self) -> None:
         """Release the hybrid ranking's provider connection (if any)."""

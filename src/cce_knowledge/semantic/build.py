@@ -34,7 +34,7 @@ from cce_knowledge.semantic.vectors import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from cce_knowledge.config.reader import SemanticConfig
+    from cce_knowledge.config.settings import SemanticSettings, Settings
     from cce_knowledge.retrieval.search_index import FastIndex
 
 LAST_RUN = "last-run.json"
@@ -90,7 +90,7 @@ def chunk_texts(idx: FastIndex) -> list[str | None]:
 
 
 def _known(
-    root: Path, cfg: SemanticConfig, snapshot: str, dim: int | None
+    root: Path, cfg: SemanticSettings, snapshot: str, dim: int | None
 ) -> tuple[dict[bytes, np.ndarray], int | None]:
     """Vectors already on disk for this model: the current snapshot's file (any
     provider: it may have been pulled) and other snapshots' files of the same provider."""
@@ -129,7 +129,7 @@ def _unit(vec: list[float]) -> np.ndarray | None:
 
 def embed_root(
     root: str | os.PathLike[str],
-    cfg: SemanticConfig,
+    cfg: SemanticSettings,
     *,
     rebuild: bool = False,
     warn: Callable[[str], None] | None = None,
@@ -288,16 +288,16 @@ def missing_note(rep: EmbedReport) -> str | None:
 
 def embed_after_build(
     root: str | os.PathLike[str],
+    settings: Settings,
     *,
     warn: Callable[[str], None],
 ) -> EmbedReport | None:
     """The embed step of `index`/`pull`: only when semantic is configured, and it never
     fails the build — a problem becomes a warning and `cce knowledge embed` retries."""
-    from cce_knowledge.config.reader import load_semantic_config
     from cce_knowledge.core.errors import CceError
 
     try:
-        cfg = load_semantic_config(root)
+        cfg = settings.knowledge.semantic_config()
     except CceError as e:
         warn(f"semantic vectors not built: {e.message}")
         return None

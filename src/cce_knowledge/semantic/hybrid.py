@@ -30,7 +30,7 @@ from cce_knowledge.semantic.textprep import cut_utf8, is_binary
 if TYPE_CHECKING:
     import numpy as np
 
-    from cce_knowledge.config.reader import SemanticConfig
+    from cce_knowledge.config.settings import SemanticSettings
     from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.retrieval.search_index import FastIndex
     from cce_knowledge.semantic.provider import Provider
@@ -120,7 +120,7 @@ class HybridState:
         self.present: Any = None
         self.rec_ptr: Any = None
         self.provider: Provider | None = None
-        self.provider_cfg: SemanticConfig | None = None
+        self.provider_cfg: SemanticSettings | None = None
         self.missing_reason: str | None = None
 
     def close(self) -> None:
@@ -129,7 +129,7 @@ class HybridState:
             self.provider = None
 
 
-def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticConfig) -> str | None:
+def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticSettings) -> str | None:
     """Map the vectors for idx's snapshot and cfg's model; a reason when unusable."""
     import numpy as np
 
@@ -169,7 +169,7 @@ def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticConfig) ->
 def hybrid_search(
     root: Any,
     idx: FastIndex,
-    cfg: SemanticConfig | None,
+    cfg: SemanticSettings | None,
     state: HybridState,
     query: str,
     top_k: int,

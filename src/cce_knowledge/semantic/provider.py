@@ -22,7 +22,7 @@ from cce_knowledge.core.urls import display_url
 if TYPE_CHECKING:
     import httpx
 
-    from cce_knowledge.config.reader import SemanticConfig
+    from cce_knowledge.config.settings import SemanticSettings
 
 API_KEY_ENV = "CCE_EMBED_API_KEY"
 INSECURE_ENV = "CCE_ALLOW_INSECURE_HTTP"
@@ -51,7 +51,7 @@ def _escape(text: str, limit: int = 200) -> str:
     return "".join(out) + ("…" if len(text) > limit else "")
 
 
-def endpoint(cfg: SemanticConfig) -> str:
+def endpoint(cfg: SemanticSettings) -> str:
     base = cfg.url.rstrip("/")
     if cfg.provider == "ollama":
         return f"{base}/api/embed"
@@ -64,7 +64,7 @@ class Provider:
 
     def __init__(
         self,
-        cfg: SemanticConfig,
+        cfg: SemanticSettings,
         *,
         env: Mapping[str, str] | None = None,
         timeout: float = TIMEOUT_S,

@@ -21,7 +21,7 @@ from cce_knowledge.semantic.vectors import VectorFile, list_files, model_key, pa
 from cce_knowledge.sync import keys as K
 
 if TYPE_CHECKING:
-    from cce_knowledge.config.reader import SemanticConfig
+    from cce_knowledge.config.settings import SemanticSettings, Settings
     from cce_knowledge.sync.gitcache import GitCache
 
 VEC_ATTR_LINE = "*.vec filter=lfs diff=lfs merge=lfs -text"
@@ -70,7 +70,7 @@ def install_pulled_vectors(
     cache: GitCache,
     corpus_id: str,
     snapshot: str,
-    cfg: SemanticConfig,
+    cfg: SemanticSettings,
 ) -> str:
     """Fetch, verify and install the published vectors for cfg's model. Returns a line
     for the user saying what happened (installed, none published, or why not)."""
@@ -112,25 +112,27 @@ def install_pulled_vectors(
 
 
 def pull_published_vectors(
-    root: str | os.PathLike[str], corpus_id: str, snapshot: str, remote: str | None
+    root: str | os.PathLike[str],
+    corpus_id: str,
+    snapshot: str,
+    remote: str | None,
+    settings: Settings,
 ) -> str | None:
     """After a pull: install the corpus's published vectors for the configured model.
     None when semantic retrieval is not configured; else a line for the user. Never
     raises for a vectors problem: the pulled store is what matters."""
-    from cce_knowledge.config.reader import load_semantic_config
-    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.core.errors import CceError
     from cce_knowledge.sync.gitcache import open_cache
     from cce_knowledge.sync.remote import resolve_remote
 
     try:
-        cfg = load_semantic_config(root)
+        cfg = settings.knowledge.semantic_config()
     except CceError:
         return None  # the embed step that follows names the config problem
     if cfg is None:
         return None
     try:
-        rem = resolve_remote(load_settings(root), remote)
+        rem = resolve_remote(settings, remote)
         with open_cache(rem) as cache:
             return install_pulled_vectors(root, cache, corpus_id, snapshot, cfg)
     except CceError as e:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cce_knowledge.config.settings import Settings
 
 
 @dataclass
@@ -45,16 +48,21 @@ class SemanticStatus:
         return out
 
 
-def semantic_status(root: str | os.PathLike[str], snapshot: str) -> SemanticStatus | None:
-    """None when semantic retrieval is neither configured nor has left vectors behind."""
-    from cce_knowledge.config.reader import load_semantic_config
+def semantic_status(
+    root: str | os.PathLike[str], snapshot: str, settings: Settings | None = None
+) -> SemanticStatus | None:
+    """None when semantic retrieval is neither configured nor has left vectors behind.
+    `settings`: the root's (read here when None)."""
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.core.errors import CceError
     from cce_knowledge.semantic.build import last_run
     from cce_knowledge.semantic.vectors import VectorFile, list_files, model_key
 
     problem = None
     try:
-        cfg = load_semantic_config(root)
+        if settings is None:
+            settings = load_settings(root, warn=False)
+        cfg = settings.knowledge.semantic_config()
     except CceError as e:
         cfg, problem = None, e.message
     files = [(mk, p) for snap, mk, p in list_files(root) if snap == snapshot]
