@@ -252,8 +252,9 @@ def _csr(
     if weights is not None:
         sections[name + "_w"] = weights[o].astype(np.float32).tobytes()
     if tfs is not None:
-        wide = len(tfs) and int(tfs.max()) >= 65536
-        sections[name + "_tf"] = tfs[o].astype(np.int32 if wide else np.uint16).tobytes()
+        peak = int(tfs.max()) if len(tfs) else 0
+        dt = np.uint8 if peak < 256 else np.uint16 if peak < 65536 else np.int32
+        sections[name + "_tf"] = tfs[o].astype(dt).tobytes()
 
 
 def default_sections(
@@ -357,20 +358,27 @@ def default_sections(
 
     rows_r = np.repeat(np.arange(n, dtype=np.int32), np.frombuffer(r_n, dtype=np.int64))
     tid_r = rank[np.frombuffer(r_tid, dtype=np.int32)]
-    df = np.bincount(tid_r, minlength=nt_)
-    sections["term_idf"] = np.array([idf(n, d) for d in df.tolist()], dtype=np.float64).tobytes()
-    del df
+    # Document frequencies: a query computes idf(n, df) for its few terms.
+    sections["term_df"] = np.bincount(tid_r, minlength=nt_).astype(np.int32).tobytes()
     # BM25F saturation with the same IEEE operations, in the same order, as
     # default.saturate (numpy adds and divides exactly like Python floats).
     norm_t = np.array([field_norm(TITLE_B, x, avg_t) for x in tlen], dtype=np.float64)
     norm_b = np.array([field_norm(BODY_B, x, avg_b) for x in blen], dtype=np.float64)
     norm_l = np.array([field_norm(LEAD_B, x, avg_l) for x in llen], dtype=np.float64)
-    tfp = (
-        TITLE_WEIGHT * np.frombuffer(r_tft, dtype=np.int32) / norm_t[rows_r]
-        + BODY_WEIGHT * np.frombuffer(r_tfb, dtype=np.int32) / norm_b[rows_r]
-        + LEAD_WEIGHT * np.frombuffer(r_tfl, dtype=np.int32) / norm_l[rows_r]
-    )
-    sat = (tfp / (K1 + tfp)).astype(np.float32)
+    # In place, one temporary at a time: the same values, far less peak memory.
+    tfp = np.frombuffer(r_tft, dtype=np.int32) * TITLE_WEIGHT
+    tfp /= norm_t[rows_r]
+    part = np.frombuffer(r_tfb, dtype=np.int32) * BODY_WEIGHT
+    part /= norm_b[rows_r]
+    tfp += part
+    part = np.frombuffer(r_tfl, dtype=np.int32) * LEAD_WEIGHT
+    part /= norm_l[rows_r]
+    tfp += part
+    del part
+    part = tfp + K1
+    tfp /= part
+    del part
+    sat = tfp.astype(np.float32)
     body_tf = np.frombuffer(r_tfb, dtype=np.int32)
     del tfp, r_tft, r_tfl, r_tid
     _csr(sections, "rec", nt_, tid_r, rows_r, sat, body_tf)
@@ -418,7 +426,8 @@ def reference_sections(
         return {}
     # Byte tokens equal the reference tokenizer's (ASCII word runs, ASCII-lowercased),
     # and sort the same way, so the vocabulary and every count are the same.
-    counts = np.zeros((n, DIM), dtype=np.int64)
+    # Column per chunk (the layout written); int32 holds any count of one chunk.
+    counts = np.zeros((DIM, n), dtype=np.int32)
     norms = array("d")
     exact = True
     ids = _Ids()
@@ -441,7 +450,7 @@ def reference_sections(
         sq = sum([x * x for x in comps.values()])
         norm = math.sqrt(float(sq)) if sq else 1.0
         if comps:
-            counts[j, list(comps)] = list(comps.values())
+            counts[list(comps), j] = list(comps.values())
         norms.append(norm)
         if exact:
             exact = _embedding_exact(o, emb_text, comps, norm, embedding_json_sparse)
@@ -471,8 +480,8 @@ def reference_sections(
     if exact:
         # int8 per (dim, chunk); the rare count beyond ±127 goes to an exception list
         # (its cell holds 0), so the matrix costs one byte per cell.
-        cols = np.ascontiguousarray(counts.T)
-        big = np.abs(cols) > 127
+        cols = counts
+        big = (cols > 127) | (cols < -127)
         xd, xc = np.nonzero(big)  # row-major: sorted by dim, then chunk
         xptr = np.zeros(DIM + 1, dtype=np.int64)
         np.cumsum(np.bincount(xd, minlength=DIM), out=xptr[1:])

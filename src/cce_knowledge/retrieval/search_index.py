@@ -60,6 +60,7 @@ from cce_knowledge.retrieval.default import (
     best_and_top_two,
     candidate_floor,
     final_score,
+    idf,
     term_weight,
 )
 from cce_knowledge.retrieval.hits import finish_hits
@@ -314,15 +315,14 @@ class FastIndex:
         self.term_blob = self.raw("term_blob")
         nt = self.header["terms"]
         self.term_off = self.iarr("term_off", nt + 1)
-        self.term_idf = self.arr("term_idf", "d")
+        self.term_df = self.arr("term_df", "i")
         self.rec_ptr = self.iarr("rec_ptr", nt + 1)
         self.rec_ids = self.arr("rec_ids", "i")
         self.rec_w = self.arr("rec_w", "f")
         n_rec_postings = len(self.rec_ids)
         # Body term frequencies, aligned with rec_ids: uint16, or int32 when one needed it.
-        self.rec_tf = self.arr(
-            "rec_tf", "H" if len(self.raw("rec_tf")) == 2 * n_rec_postings else "i"
-        )
+        width = len(self.raw("rec_tf")) // max(n_rec_postings, 1)
+        self.rec_tf = self.arr("rec_tf", {1: "B", 2: "H"}.get(width, "i"))
         self.sec_norm = self.arr("sec_norm", "d")
         self.sec_ptr = self.iarr("sec_ptr", nt + 1)
         self.sec_ids = self.arr("sec_ids", "i")
@@ -339,7 +339,7 @@ class FastIndex:
         else:
             self.docs = self.raw("docs")
             self.doc_off = self.iarr("doc_off", self.n_chunks + 1)
-        self.n_terms = len(self.term_idf)
+        self.n_terms = len(self.term_df)
         self._store_loader = store_loader
         self._ref: Any = None
         self._tid_cache: dict[str, int] = {}
@@ -452,7 +452,7 @@ class FastIndex:
             return []
         tids = [self.term_id(t) for t in qterms]
         ws = [
-            term_weight(t, self.term_idf[i] if i >= 0 else self.unknown_idf)
+            term_weight(t, idf(self.n_records, self.term_df[i]) if i >= 0 else self.unknown_idf)
             for t, i in zip(qterms, tids, strict=True)
         ]
         total = 0.0
