@@ -144,6 +144,10 @@ def int_code(nbytes: int, count: int) -> str:
     return "i"
 
 
+#: Chunks between two `release` calls of the mapped store (see StoreView.release).
+_RELEASE_EVERY = 2048
+
+
 class _Ids(dict[Any, int]):
     """term -> id in first-seen order (`map(ids.__getitem__, terms)` runs in C)."""
 
@@ -184,6 +188,9 @@ class LoadedChunks:
     def state_reason(self, i: int) -> str | None:
         return self.store.chunks[i].state_reason
 
+    def release(self) -> None:
+        """Nothing is mapped."""
+
 
 Chunks = Union["StoreView", LoadedChunks]
 
@@ -203,6 +210,7 @@ def live_groups(view: Chunks) -> tuple[list[int], dict[str, list[int]]]:
     groups: dict[str, list[int]] = {}
     for i in live:
         groups.setdefault(rids[i], []).append(i)
+    view.release()  # the scan touched every page of the store
     return live, groups
 
 
@@ -318,6 +326,8 @@ def default_sections(
                 spans.append(start)
                 spans.append(end)
             tick()
+            if len(c_len) % _RELEASE_EVERY == 0:
+                view.release()
         rec_chunk_ptr.append(rec_chunk_ptr[-1] + len(idxs))
         t_terms = analyze(title)
         tt = Counter(t_terms)
@@ -474,6 +484,8 @@ def reference_sections(
         pr.append(1 if has_pr_link(o["links"]) else 0)
         updated.append(o["updated_at"] or "")
         tick()
+        if j % _RELEASE_EVERY == _RELEASE_EVERY - 1:
+            view.release()
 
     sections: dict[str, bytes] = {}
     meta: dict[str, Any] = {"n": n}
