@@ -223,31 +223,9 @@ def push_corpus(
     """
     if settings is None:
         settings = load_settings(root)
-    # Error order as the reference: no store, then the corpus id, then Phase-A.
-    try:
-        corpus_id: str | None = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
-        id_error: SyncError | None = None
-    except SyncError as e:
-        corpus_id, id_error = None, e
-    with progress.phase("push: export"):
-        out = _outgoing(root, corpus_id or "unresolved")
-    if id_error is not None or corpus_id is None:
-        raise id_error or SyncError("corpus id")
-    if out.phase_a:
-        raise SyncError(PHASE_A_REFUSAL)
-    m = out.manifest
+    corpus_id, out = _resolve_outgoing(root, settings, corpus)
     rem: Remote = resolve_remote(settings, remote)
-    key = K.artifact_key(corpus_id, m.snapshot)
-    res = PushResult(
-        corpus_id=corpus_id,
-        snapshot=m.snapshot,
-        key=key,
-        checksum=m.checksum,
-        records=m.records,
-        chunks=m.chunk_count,
-        data_as_of=m.data_as_of,
-        remote=rem.display,
-    )
+    res = _new_result(corpus_id, out.manifest, rem)
     use_lfs = settings.sync.lfs if lfs is None else lfs
     if use_lfs and not dry_run and not lfs_available():
         raise SyncError(NO_LFS)
@@ -260,51 +238,112 @@ def push_corpus(
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
-        if use_lfs:
-            cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
-        res.pushed_at = utc_now()
-        entries = [
-            (key, out.data),
-            (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
-            (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
-        ]
-        # Vectors (ours) travel beside the artifact, never inside it (semantic/share.py).
-        from cce_knowledge.semantic.share import VEC_ATTR_LINE, outgoing_vectors, vectors_key
-
-        vectors = outgoing_vectors(root, m.snapshot)
-        if vectors and use_lfs:
-            cache.ensure_attribute(VEC_ATTR_LINE, "*.vec", "cce sync: enable git-LFS for *.vec")
-        entries += [(vectors_key(corpus_id, m.snapshot, model), data) for model, data in vectors]
-        res.vectors = [model for model, _ in vectors]
-        for k, _ in entries:
-            K.check_write_key(k, corpus_id)
-        # An unchanged re-publish (guard: same key, same checksum on the remote) only
-        # refreshes `current` and corpus.json; the artifact is already there, byte-equal.
-        same = frozenset({key}) if res.guard == "unchanged" else frozenset()
-        # The reference says "3 artifacts" either way; an unchanged re-publish says what
-        # it really commits.
-        message = (
-            f"cce sync: re-publish {corpus_id}@{m.snapshot} unchanged (corpus.json refreshed)"
-            if same
-            else "cce sync: 3 artifacts"
-        )
-        if vectors:
-            message += f" + vectors ({', '.join(res.vectors)})"
-        cache.put_many(entries, message, keep_if_present=same, label="push")
-        res.published = True
+        _publish(cache, root, out, res, use_lfs)
         policy = settings.knowledge.sync.keep_last
-        if policy is not None:
-            res.retention = f"keep-last-{policy}"
-            try:
-                res.pruned = retention_prune(cache, corpus_id, m.snapshot, policy)
-                from cce_knowledge.semantic.share import stale_vector_keys
-
-                stale = stale_vector_keys(cache, corpus_id)
-                for k in stale:
-                    K.check_prune_key(k, corpus_id)
-                if stale:
-                    cache.remove_many(stale, f"cce knowledge sync: prune vectors ({corpus_id})")
-            except CceError as e:
-                res.retention_warning = e.message
+        _retain(cache, res, policy)
         res.report = success_report(res, policy)
     return res
+
+
+def _resolve_outgoing(
+    root: str | os.PathLike[str], settings: Settings, corpus: str | None
+) -> tuple[str, Outgoing]:
+    """The corpus id and the outgoing artifact, refusing a bad id or a Phase-A store."""
+    # Error order as the reference: no store, then the corpus id, then Phase-A. So the
+    # export runs (and may raise "no store") before a bad id is reported.
+    try:
+        corpus_id: str | None = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
+        id_error: SyncError | None = None
+    except SyncError as e:
+        corpus_id, id_error = None, e
+    with progress.phase("push: export"):
+        out = _outgoing(root, corpus_id or "unresolved")
+    if id_error is not None or corpus_id is None:
+        raise id_error or SyncError("corpus id")
+    if out.phase_a:
+        raise SyncError(PHASE_A_REFUSAL)
+    return corpus_id, out
+
+
+def _new_result(corpus_id: str, m: CckManifest, rem: Remote) -> PushResult:
+    return PushResult(
+        corpus_id=corpus_id,
+        snapshot=m.snapshot,
+        key=K.artifact_key(corpus_id, m.snapshot),
+        checksum=m.checksum,
+        records=m.records,
+        chunks=m.chunk_count,
+        data_as_of=m.data_as_of,
+        remote=rem.display,
+    )
+
+
+def _publish(
+    cache: GitCache,
+    root: str | os.PathLike[str],
+    out: Outgoing,
+    res: PushResult,
+    use_lfs: bool,
+) -> None:
+    """The one publish commit: artifact, `current`, corpus.json and any vectors."""
+    corpus_id, m = res.corpus_id, out.manifest
+    if use_lfs:
+        cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
+    res.pushed_at = utc_now()
+    entries = [
+        (res.key, out.data),
+        (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
+        (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
+    ]
+    entries += _vector_entries(cache, root, res, use_lfs)
+    for k, _ in entries:
+        K.check_write_key(k, corpus_id)
+    # An unchanged re-publish (guard: same key, same checksum on the remote) only
+    # refreshes `current` and corpus.json; the artifact is already there, byte-equal.
+    same = frozenset({res.key}) if res.guard == "unchanged" else frozenset()
+    cache.put_many(entries, _publish_message(res, bool(same)), keep_if_present=same, label="push")
+    res.published = True
+
+
+def _vector_entries(
+    cache: GitCache, root: str | os.PathLike[str], res: PushResult, use_lfs: bool
+) -> list[tuple[str, bytes]]:
+    """Vectors (ours) travel beside the artifact, never inside it (semantic/share.py)."""
+    from cce_knowledge.semantic.share import VEC_ATTR_LINE, outgoing_vectors, vectors_key
+
+    vectors = outgoing_vectors(root, res.snapshot)
+    if vectors and use_lfs:
+        cache.ensure_attribute(VEC_ATTR_LINE, "*.vec", "cce sync: enable git-LFS for *.vec")
+    res.vectors = [model for model, _ in vectors]
+    return [(vectors_key(res.corpus_id, res.snapshot, model), data) for model, data in vectors]
+
+
+def _publish_message(res: PushResult, unchanged: bool) -> str:
+    # The reference says "3 artifacts" either way; an unchanged re-publish says what
+    # it really commits.
+    message = (
+        f"cce sync: re-publish {res.corpus_id}@{res.snapshot} unchanged (corpus.json refreshed)"
+        if unchanged
+        else "cce sync: 3 artifacts"
+    )
+    if res.vectors:
+        message += f" + vectors ({', '.join(res.vectors)})"
+    return message
+
+
+def _retain(cache: GitCache, res: PushResult, policy: int | None) -> None:
+    """Retention after the publish: best effort, a failure becomes a warning."""
+    if policy is None:
+        return
+    res.retention = f"keep-last-{policy}"
+    try:
+        res.pruned = retention_prune(cache, res.corpus_id, res.snapshot, policy)
+        from cce_knowledge.semantic.share import stale_vector_keys
+
+        stale = stale_vector_keys(cache, res.corpus_id)
+        for k in stale:
+            K.check_prune_key(k, res.corpus_id)
+        if stale:
+            cache.remove_many(stale, f"cce knowledge sync: prune vectors ({res.corpus_id})")
+    except CceError as e:
+        res.retention_warning = e.message
