@@ -136,9 +136,7 @@ def embed_root(
     provider: Provider | None = None,
 ) -> EmbedReport:
     """Embed every chunk of the active store that has no vector yet for `cfg`'s model."""
-    import numpy as np
-
-    from cce_knowledge.core.atomic import atomic_write_parts, dir_lock
+    from cce_knowledge.core.atomic import dir_lock
     from cce_knowledge.retrieval.searcher import Searcher
     from cce_knowledge.store.store_file import no_store_message
 
@@ -159,84 +157,147 @@ def embed_root(
     try:
         with dir_lock(d, what="embed", wait=True):
             known, dim = ({}, None) if rebuild else _known(root_p, cfg, snapshot, None)
-            reused = sum(1 for k in keys if k != ZERO_KEY and k in known)
-            todo: list[bytes] = []
-            text_of: dict[bytes, str] = {}
-            for k, t in zip(keys, texts, strict=True):
-                if t is not None and k not in known and k not in text_of:
-                    text_of[k] = t
-                    todo.append(k)
-            total_todo = len(todo)
-            rep = EmbedReport(
-                provider=cfg.provider,
-                model=cfg.model,
-                dim=dim,
-                snapshot=snapshot,
-                total=len(keys),
-                embedded=0,
-                new=0,
-                reused=reused,
-                unsendable=sum(1 for t in texts if t is None),
-                requests=0,
-                path=str(out_path),
-            )
-
-            def write() -> None:
-                if rep.dim is None:
-                    return  # nothing known and nothing came back: no file to write
-                mat = np.zeros((len(keys), rep.dim), dtype="<f4")
-                kb = bytearray(len(keys) * KEY_BYTES)
-                have = 0
-                for i, k in enumerate(keys):
-                    v = known.get(k)
-                    if v is not None:
-                        mat[i] = v
-                        kb[i * KEY_BYTES : (i + 1) * KEY_BYTES] = k
-                        have += 1
-                meta = Meta(cfg.provider, cfg.model, rep.dim, len(keys), snapshot, layout_key())
-                atomic_write_parts(out_path, encode(meta, bytes(kb), mat))
-                rep.embedded = have
-
-            requests0 = prov.requests
-            with progress.task("embed", total=total_todo, unit="chunks") as bar:
-                for b, start in enumerate(range(0, total_todo, MAX_BATCH)):
-                    batch = todo[start : start + MAX_BATCH]
-                    try:
-                        vecs = prov.embed([text_of[k] for k in batch])
-                    except ProviderUnreachable as e:
-                        rep.unreachable = e.message
-                        break
-                    except ProviderError as e:
-                        name = f"batch {b + 1} ({len(batch)} texts from chunk {keys.index(batch[0]) + 1})"
-                        rep.failed_batches.append(f"{name}: {e.message}")
-                        say(f"embedding {name} was rejected and skipped: {e.message}")
-                        if prov.dim is not None and rep.dim is not None and prov.dim != rep.dim:
-                            break
-                        continue
-                    finally:
-                        rep.requests = prov.requests - requests0
-                    if rep.dim is None:
-                        rep.dim = prov.dim
-                    elif prov.dim != rep.dim:
-                        raise ConfigError(
-                            f"{cfg.model} now answers {prov.dim}-dimensional vectors but the stored "
-                            f"ones have {rep.dim}: run `cce knowledge embed --rebuild`"
-                        )
-                    for k, v in zip(batch, vecs, strict=True):
-                        u = _unit(v)
-                        if u is not None:
-                            known[k] = u
-                            rep.new += 1
-                    bar.advance(len(batch))
-                    if (b + 1) % CHECKPOINT == 0:
-                        write()
-            write()
+            rep = _new_report(cfg, snapshot, keys, texts, known, dim, out_path)
+            run = _Run(cfg, keys, known, out_path, rep)
+            _embed_missing(run, prov, texts, say)
+            _write(run)
             _prune(root_p, keep=out_path.name)
             _save_last_run(d, rep)
     finally:
         if own:
             prov.close()
     return rep
+
+
+@dataclass
+class _Run:
+    """What one embed run's batches and checkpoint writes share (under the lock)."""
+
+    cfg: SemanticSettings
+    keys: list[bytes]  # per chunk of the store, ZERO_KEY for an unsendable one
+    known: dict[bytes, np.ndarray]  # grows as batches come back
+    out_path: Path
+    rep: EmbedReport
+
+
+def _new_report(
+    cfg: SemanticSettings,
+    snapshot: str,
+    keys: list[bytes],
+    texts: list[str | None],
+    known: dict[bytes, np.ndarray],
+    dim: int | None,
+    out_path: Path,
+) -> EmbedReport:
+    return EmbedReport(
+        provider=cfg.provider,
+        model=cfg.model,
+        dim=dim,
+        snapshot=snapshot,
+        total=len(keys),
+        embedded=0,
+        new=0,
+        reused=sum(1 for k in keys if k != ZERO_KEY and k in known),
+        unsendable=sum(1 for t in texts if t is None),
+        requests=0,
+        path=str(out_path),
+    )
+
+
+def _todo(
+    keys: list[bytes], texts: list[str | None], known: dict[bytes, np.ndarray]
+) -> tuple[list[bytes], dict[bytes, str]]:
+    """The keys to send, in chunk order, each once (equal texts share a vector)."""
+    todo: list[bytes] = []
+    text_of: dict[bytes, str] = {}
+    for k, t in zip(keys, texts, strict=True):
+        if t is not None and k not in known and k not in text_of:
+            text_of[k] = t
+            todo.append(k)
+    return todo, text_of
+
+
+def _embed_missing(
+    run: _Run, prov: Provider, texts: list[str | None], say: Callable[[str], None]
+) -> None:
+    """Send the missing texts in batches, writing a checkpoint every CHECKPOINT batches."""
+    todo, text_of = _todo(run.keys, texts, run.known)
+    rep = run.rep
+    requests0 = prov.requests
+    with progress.task("embed", total=len(todo), unit="chunks") as bar:
+        for b, start in enumerate(range(0, len(todo), MAX_BATCH)):
+            batch = todo[start : start + MAX_BATCH]
+            try:
+                vecs = prov.embed([text_of[k] for k in batch])
+            except ProviderUnreachable as e:
+                rep.unreachable = e.message
+                break
+            except ProviderError as e:
+                if _skip_rejected(run, prov, b, batch, e.message, say):
+                    break
+                continue
+            finally:
+                rep.requests = prov.requests - requests0
+            _accept(run, prov, batch, vecs)
+            bar.advance(len(batch))
+            if (b + 1) % CHECKPOINT == 0:
+                _write(run)
+
+
+def _skip_rejected(
+    run: _Run,
+    prov: Provider,
+    b: int,
+    batch: list[bytes],
+    message: str,
+    say: Callable[[str], None],
+) -> bool:
+    """Name a batch the provider rejected; True when the run must stop because the
+    provider's dimension no longer matches the vectors kept so far."""
+    name = f"batch {b + 1} ({len(batch)} texts from chunk {run.keys.index(batch[0]) + 1})"
+    run.rep.failed_batches.append(f"{name}: {message}")
+    say(f"embedding {name} was rejected and skipped: {message}")
+    return prov.dim is not None and run.rep.dim is not None and prov.dim != run.rep.dim
+
+
+def _accept(run: _Run, prov: Provider, batch: list[bytes], vecs: list[list[float]]) -> None:
+    """Keep a batch's vectors (unit length); a dimension change needs a rebuild."""
+    rep = run.rep
+    if rep.dim is None:
+        rep.dim = prov.dim
+    elif prov.dim != rep.dim:
+        raise ConfigError(
+            f"{run.cfg.model} now answers {prov.dim}-dimensional vectors but the stored "
+            f"ones have {rep.dim}: run `cce knowledge embed --rebuild`"
+        )
+    for k, v in zip(batch, vecs, strict=True):
+        u = _unit(v)
+        if u is not None:
+            run.known[k] = u
+            rep.new += 1
+
+
+def _write(run: _Run) -> None:
+    """Write the whole file (every known vector, in chunk order) atomically."""
+    import numpy as np
+
+    from cce_knowledge.core.atomic import atomic_write_parts
+
+    rep, keys = run.rep, run.keys
+    if rep.dim is None:
+        return  # nothing known and nothing came back: no file to write
+    mat = np.zeros((len(keys), rep.dim), dtype="<f4")
+    kb = bytearray(len(keys) * KEY_BYTES)
+    have = 0
+    for i, k in enumerate(keys):
+        v = run.known.get(k)
+        if v is not None:
+            mat[i] = v
+            kb[i * KEY_BYTES : (i + 1) * KEY_BYTES] = k
+            have += 1
+    meta = Meta(run.cfg.provider, run.cfg.model, rep.dim, len(keys), rep.snapshot, layout_key())
+    atomic_write_parts(run.out_path, encode(meta, bytes(kb), mat))
+    rep.embedded = have
 
 
 def _prune(root: Path, keep: str) -> None:
