@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from cce_knowledge.core.errors import ExtractError
 from cce_knowledge.extract.docs import DocsOptions, extract_docs
 from cce_knowledge.extract.feed import feed_bytes
 from cce_knowledge.extract.gitmeta import web_url
-from tests.helpers.paths import REPO
+from tests.helpers.schemas import assert_feed_valid
 
 WHO = git.Actor("Doc Writer", "docs@example.com")
 
@@ -41,19 +40,6 @@ def write(root: Path, rel: str, text: str | bytes) -> None:
         p.write_bytes(text)
     else:
         p.write_text(text, encoding="utf-8")
-
-
-def schema_valid(data: bytes) -> None:
-    """Every line validates against the published cce.knowledge/v1 JSON Schema."""
-    import jsonschema
-
-    schema_path = REPO / "schemas" / "cce.knowledge.v1.schema.json"
-    validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
-    lines = data.decode("utf-8").split("\n")
-    assert lines[-1] == ""
-    for n, line in enumerate(lines[:-1], 1):
-        errors = [e.message for e in validator.iter_errors(json.loads(line))]
-        assert not errors, f"line {n}: {errors}"
 
 
 @pytest.fixture
@@ -251,7 +237,7 @@ def test_feed_validates_and_indexes(
         == 0
     )
     data = feed.read_bytes()
-    schema_valid(data)
+    assert_feed_valid(data)
     assert data == feed_bytes(parse_feed(data.decode()))  # canonical: re-encoding is identical
     proj = tmp_path / "proj"
     proj.mkdir()

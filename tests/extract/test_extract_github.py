@@ -15,7 +15,7 @@ from cce_knowledge.extract.github import Fetcher, GitHubOptions, linked_pulls
 from cce_knowledge.extract.httpclient import GitHubClient, next_link
 from tests.helpers.fake_github import FakeGitHub, Tracker, make_tracker
 from tests.helpers.fake_github.server import Item
-from tests.helpers.paths import REPO as REPO_ROOT
+from tests.helpers.schemas import assert_feed_valid
 
 REPO = "acme/widgets"
 TOKEN = "ghp_TestToken0123456789abcdefABCDEF012345"
@@ -65,19 +65,6 @@ def extract(
     return out.read_bytes(), stats, client
 
 
-def schema_valid(data: bytes) -> None:
-    """Every line validates against the published cce.knowledge/v1 JSON Schema."""
-    import jsonschema
-
-    schema_path = REPO_ROOT / "schemas" / "cce.knowledge.v1.schema.json"
-    validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
-    lines = data.decode("utf-8").split("\n")
-    assert lines[-1] == ""
-    for n, line in enumerate(lines[:-1], 1):
-        errors = [e.message for e in validator.iter_errors(json.loads(line))]
-        assert not errors, f"line {n}: {errors}"
-
-
 @pytest.fixture
 def tracker() -> Tracker:
     return make_tracker(230, seed=11)
@@ -90,7 +77,7 @@ def test_mapping_follows_the_tracker(mode: str, tmp_path: Path) -> None:
     tracker = make_tracker(230, seed=11, body_refs=mode == "body_refs")
     with FakeGitHub(tracker, token=TOKEN) as gh:
         data, _, _ = extract(gh, tmp_path, include_comments=True, timeline=mode == "timeline")
-    schema_valid(data)
+    assert_feed_valid(data)
     recs = parse_feed(data.decode())
     by_n = {int(r.id.rsplit("#", 1)[1]): r for r in recs}
     assert [int(r.id.rsplit("#", 1)[1]) for r in recs] == sorted(by_n)  # sorted by number

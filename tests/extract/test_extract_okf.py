@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -12,26 +11,13 @@ from cce_knowledge.cli.main import main
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.core.errors import ExtractError
 from cce_knowledge.extract.okf import OkfOptions, extract_okf
-from tests.helpers.paths import REPO
+from tests.helpers.schemas import assert_feed_valid
 
 
 def write(root: Path, rel: str, text: str) -> None:
     p = root / rel
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text, encoding="utf-8")
-
-
-def schema_valid(data: bytes) -> None:
-    """Every line validates against the published cce.knowledge/v1 JSON Schema."""
-    import jsonschema
-
-    schema_path = REPO / "schemas" / "cce.knowledge.v1.schema.json"
-    validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
-    lines = data.decode("utf-8").split("\n")
-    assert lines[-1] == ""
-    for n, line in enumerate(lines[:-1], 1):
-        errors = [e.message for e in validator.iter_errors(json.loads(line))]
-        assert not errors, f"line {n}: {errors}"
 
 
 CONCEPT = """---
@@ -98,7 +84,7 @@ def test_cli_stdout_warnings_and_index(
 ) -> None:
     assert main(["knowledge", "extract", "okf", "--root", str(kb), "--id-prefix", "kb:"]) == 0
     cap = capsys.readouterr()
-    schema_valid(cap.out.encode())
+    assert_feed_valid(cap.out.encode())
     recs = parse_feed(cap.out)
     assert [r.id for r in recs] == ["kb:concepts/retry-budget.md", "kb:decisions/adr-7.md"]
     assert cap.err.count("warning: skipping") == 4
