@@ -5,7 +5,9 @@ bench corpus cut to their first ~3000 characters (title, summary, motivation), s
 the test is self-contained. Suites: examples/rfcs-dev-suite.ask.jsonl (70) and the
 held-out examples/rfcs-holdout.ask.jsonl (50), rfcs-holdout2.ask.jsonl,
 rfcs-holdout3.ask.jsonl and rfcs-holdout4.ask.jsonl (60 each, each about RFCs no
-earlier suite uses). The assertion is a margin over the
+earlier suite uses). rfcs-holdout5.ask.jsonl (60, mostly reworded) is a held-out suite
+kept for one future read: only the overlap check sees it, no test ranks it. The
+assertion is a margin over the
 reference ranking on each suite and an absolute floor well below the measured
 figures, not pinned numbers: a change that breaks ranking fails, tuning noise does not.
 """
@@ -36,6 +38,9 @@ SUITES = [
 #: held-out 0.92, held-out 2 0.83 — the harder suite gets a lower floor; held-out 3
 #: and 4 were added after the ranking was final, with the same floor as held-out 2).
 HIT_FLOOR = {SUITES[0]: 0.80, SUITES[1]: 0.80, SUITES[2]: 0.75, SUITES[3]: 0.75, SUITES[4]: 0.75}
+#: Held-out suites not yet read by any ranking: checked for independence only, so
+#: running the tests does not spend them.
+UNREAD = ["rfcs-holdout5.ask.jsonl"]
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +78,12 @@ def test_suites_do_not_overlap() -> None:
     """The held-out suites stay independent: no shared question ids or query texts, and
     each suite after the first held-out one expects none of the records any earlier
     suite expects."""
-    suites = [
-        parse_suite((ROOT / "examples" / s).read_text(encoding="utf-8")).cases for s in SUITES
-    ]
+    names = SUITES + UNREAD
+    suites = [parse_suite((ROOT / "examples" / s).read_text(encoding="utf-8")).cases for s in names]
     for i, a in enumerate(suites):
         for b in suites[i + 1 :]:
             assert not {c.id for c in a} & {c.id for c in b}
             assert not {c.query for c in a} & {c.query for c in b}
     for n in range(2, len(suites)):
         earlier = {e for cases in suites[:n] for c in cases for e in c.expect}
-        assert not earlier & {e for c in suites[n] for e in c.expect}, SUITES[n]
+        assert not earlier & {e for c in suites[n] for e in c.expect}, names[n]
