@@ -11,7 +11,10 @@ no network. It is a bench tool: the product never depends on it.
 
 Any `model` name is accepted and answered by the one loaded model (so an eval can name
 variants, e.g. `minilm-128`, to keep their vectors apart). `--check` compares a few
-vectors with sentence-transformers' when that package is importable.
+vectors with sentence-transformers' when that package is importable. `--torch` runs
+the same model through sentence-transformers (torch) instead, when a bench
+environment has it: ~5× faster on 2 cores (rfcs.jsonl at 256 word pieces in minutes,
+not an hour); the vectors agree with the numpy path to ~1e-7.
 """
 
 from __future__ import annotations
@@ -126,6 +129,23 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return (sign * (1.0 - poly * np.exp(-a * a))).astype(np.float32)
 
 
+class TorchBert:
+    """The same model through sentence-transformers (bench environments that have torch)."""
+
+    def __init__(self, model_dir: Path, max_tokens: int) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.st = SentenceTransformer(str(model_dir), device="cpu")
+        self.st.max_seq_length = max_tokens
+        self.max_tokens = max_tokens
+        self.lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        with self.lock:
+            vecs = self.st.encode(texts, batch_size=64, normalize_embeddings=True)
+        return [v.astype(np.float64).tolist() for v in vecs]
+
+
 class Stats:
     def __init__(self) -> None:
         self.requests = 0
@@ -133,7 +153,7 @@ class Stats:
         self.seconds = 0.0
 
 
-def handler(model: Bert, stats: Stats) -> type[BaseHTTPRequestHandler]:
+def handler(model: Bert | TorchBert, stats: Stats) -> type[BaseHTTPRequestHandler]:
     class H(BaseHTTPRequestHandler):
         def log_message(self, *a: Any) -> None:
             pass
@@ -204,11 +224,15 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=11434)
     ap.add_argument("--max-tokens", type=int, default=256, help="truncate inputs to N word pieces")
     ap.add_argument("--check", action="store_true", help="compare with sentence-transformers, exit")
+    ap.add_argument("--torch", action="store_true", help="run it through sentence-transformers")
     a = ap.parse_args()
-    model = Bert(a.model_dir, a.max_tokens)
-    if a.check:
-        check(a.model_dir, model)
-        return 0
+    if a.torch:
+        model: Bert | TorchBert = TorchBert(a.model_dir, a.max_tokens)
+    else:
+        model = Bert(a.model_dir, a.max_tokens)
+        if a.check:
+            check(a.model_dir, model)
+            return 0
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), handler(model, Stats()))
     print(f"serving {a.model_dir} on http://127.0.0.1:{srv.server_address[1]}", flush=True)
     try:
