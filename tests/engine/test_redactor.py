@@ -365,10 +365,10 @@ def test_trie_prefix_equals_reference_alternation(s: str) -> None:
 )
 def test_pass1_matches_plain_table_application(s: str) -> None:
     # The probe-guarded, unrolled pass 1 equals applying the table in order blindly.
-    from cce_knowledge.engine.redactor import _SPECIFIC, _generic_pass
+    from cce_knowledge.engine.redactor import SPECIFIC, _generic_pass
 
     want = s
-    for pat, repl in _SPECIFIC:
+    for pat, repl in SPECIFIC:
         want = pat.sub(repl, want)
     assert redact(s) == _generic_pass(want)
 

@@ -16,7 +16,9 @@ A match is replaced by `[REDACTED:<LABEL>]`. For a pattern with a capture group 
 group is replaced (`://user:[REDACTED:BASIC_AUTH_CREDENTIALS]@host`); a match that stops
 inside a run of token characters is widened to the run's end, so no tail of a longer
 token survives a fixed-length pattern. Each rule runs only when the text contains one
-of the literals every match of it must contain (derived from the pattern itself).
+of the literals every match of it must contain (derived from the pattern itself), or,
+for a rule with none, when its precheck (redaction_gate.PRECHECKS) matches; a rule's
+regex is compiled the first time it runs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from typing import Any
 
 import ahocorasick
 
+from cce_knowledge.engine import redactor
+from cce_knowledge.engine.redaction_gate import fold as _fold
+from cce_knowledge.engine.redaction_gate import precheck
 from cce_knowledge.engine.redactor import is_placeholder, redact, scan_value
 
 _TOKEN = re.compile(r"\[REDACTED:[A-Z0-9_]+\]")
@@ -44,7 +49,8 @@ _EDGE = " \t\r\n\"'`=:,;"
 class Rule:
     name: str
     label: str
-    regex: re.Pattern[str]
+    pattern: str
+    flags: int
     #: Lower-cased literals one of which every match contains (its prefilter);
     #: None: the rule runs on every text.
     required: frozenset[str] | None
@@ -56,6 +62,16 @@ class Rule:
     source: str
     #: "pattern": the match (or group 1) is the secret; "assignment" / "prose": see below.
     kind: str = "pattern"
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        # Compiled on first use: most texts (and most cold processes) never need most rules.
+        return _compiled(self.pattern, self.flags)
+
+
+@cache
+def _compiled(pattern: str, flags: int) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
 
 
 # ---------------------------------------------------------------- prefilter literals
@@ -174,10 +190,10 @@ def _minimal(x: frozenset[str]) -> frozenset[str]:
     return frozenset(n for n in x if not any(o != n and o in n for o in x))
 
 
-def prefilter_of(
-    pattern: str, flags: int = 0
+def _analyse(
+    pattern: str, flags: int
 ) -> tuple[frozenset[str] | None, tuple[frozenset[str], int, int] | None, bool]:
-    """(required literals, anchor, case-insensitive) for a pattern."""
+    """(required literals as the pattern spells them, anchor, case-insensitive)."""
     parsed = sre_parse.parse(pattern, flags)
     icase = bool(parsed.state.flags & re.IGNORECASE) or _has_icase(parsed)
     anchored = _anchor(parsed)
@@ -202,6 +218,16 @@ def prefilter_of(
     req = max(cands, key=lambda c: (min(len(x) for x in c), -len(c)))
     if min(len(x) for x in req) < 2:
         return None, anchor, icase
+    return req, anchor, icase
+
+
+def prefilter_of(
+    pattern: str, flags: int = 0
+) -> tuple[frozenset[str] | None, tuple[frozenset[str], int, int] | None, bool]:
+    """(required literals, lower-cased, anchor, case-insensitive) for a pattern."""
+    req, anchor, icase = _analyse(pattern, flags)
+    if req is None:
+        return None, anchor, icase
     return _minimal(frozenset(x.lower() for x in req)), anchor, icase
 
 
@@ -209,7 +235,7 @@ def _rule(
     name: str, label: str, pattern: str, flags: int, source: str, kind: str = "pattern"
 ) -> Rule:
     required, anchor, icase = prefilter_of(pattern, flags)
-    return Rule(name, label, re.compile(pattern, flags), required, anchor, icase, source, kind)
+    return Rule(name, label, pattern, flags, required, anchor, icase, source, kind)
 
 
 # ---------------------------------------------------------------- the rules
@@ -264,6 +290,30 @@ def rules() -> tuple[Rule, ...]:
     return tuple(out)
 
 
+def gate_needles() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """What redaction_gate states, derived from every rule (the reference's and ours):
+    (literals a case-sensitive rule's match holds as spelled, folded literals of the
+    case-insensitive rules and the reference's key stems, patterns with no literal)."""
+    exact: set[str] = set()
+    folded: set[str] = set(redactor.KEY_STEMS)
+    bare: list[str] = []
+    patterns = [(r.pattern, r.flags) for r in rules()]
+    patterns += [(p.pattern, p.flags) for p, _ in redactor.SPECIFIC]
+    for pattern, flags in patterns:
+        req, _anchor, icase = _analyse(pattern, flags)
+        if req is None:
+            bare.append(pattern)
+        elif icase:
+            folded.update(x.lower() for x in req)
+        else:
+            exact.update(req)
+    return (
+        tuple(sorted(_minimal(frozenset(exact)))),
+        tuple(sorted(_minimal(frozenset(folded)))),
+        tuple(sorted(set(bare))),
+    )
+
+
 def shape_counts() -> dict[str, int]:
     """How many secret shapes each source contributes (for docs and the report)."""
     counts: dict[str, int] = {}
@@ -273,19 +323,6 @@ def shape_counts() -> dict[str, int]:
 
 
 # ---------------------------------------------------------------- matching
-
-
-def _fold(text: str) -> str:
-    """`text` lower-cased so that every IGNORECASE match of a literal is a substring.
-
-    re's IGNORECASE also matches İ and ı with i and ſ with s; str.lower() keeps ı and ſ
-    and turns İ into two characters. Mapping those three first keeps offsets 1:1."""
-    if "\u0130" in text:
-        text = text.replace("\u0130", "i")
-    low = text.lower()
-    if "\u0131" in low or "\u017f" in low:
-        low = low.replace("\u0131", "i").replace("\u017f", "s")
-    return low
 
 
 def _secret_span(m: re.Match[str]) -> tuple[int, int]:
@@ -351,27 +388,43 @@ def _present(required: frozenset[str], found: set[str], low: str) -> bool:
     return any(n in found if len(n) > _SHORT else n in low for n in required)
 
 
+_Index = tuple[
+    tuple[str, ...],
+    dict[str, tuple[int, ...]],
+    tuple[int, ...],
+    tuple[tuple[int, re.Pattern[str]], ...],
+]
+
+
 @cache
-def _index() -> tuple[tuple[str, ...], dict[str, tuple[int, ...]], tuple[int, ...]]:
-    """(the short required literals, literal -> rules needing it, rules that always run)."""
+def _index() -> _Index:
+    """(the short required literals, literal -> rules needing it, rules that always run,
+    (rule, precheck) for the rules with no literal but a precheck)."""
     by_needle: dict[str, list[int]] = {}
     always: list[int] = []
+    checked: list[tuple[int, re.Pattern[str]]] = []
     for i, r in enumerate(rules()):
         if r.required is None:
-            always.append(i)
+            pc = precheck(r.pattern)
+            if pc is None:
+                always.append(i)
+            else:
+                checked.append((i, pc))
             continue
         for n in r.required:
             by_needle.setdefault(n, []).append(i)
     short = tuple(sorted(n for n in by_needle if len(n) <= _SHORT))
-    return short, {n: tuple(v) for n, v in by_needle.items()}, tuple(always)
+    return short, {n: tuple(v) for n, v in by_needle.items()}, tuple(always), tuple(checked)
 
 
-def _candidates(low: str) -> list[Rule]:
-    """The rules whose required literals `low` contains (and those with none), in order."""
-    short, by_needle, always = _index()
+def _candidates(text: str, low: str) -> list[Rule]:
+    """The rules whose required literals `low` contains, whose precheck matches `text`,
+    or that have neither, in order."""
+    short, by_needle, always, checked = _index()
     found = {n for _, n in _automaton().iter(low)}
     found.update(n for n in short if n in low)
     picked = set(always)
+    picked.update(i for i, pc in checked if pc.search(text))
     for n in found:
         picked.update(by_needle.get(n, ()))
     table = rules()
@@ -418,7 +471,7 @@ def find_spans(text: str) -> list[tuple[int, int, str]]:
     """Every (start, end, label) the extended rules flag in `text`, unsorted."""
     low = _fold(text)
     spans: list[tuple[int, int, str]] = []
-    for r in _candidates(low):
+    for r in _candidates(text, low):
         for m in _matches(r, text, low):
             if r.kind == "assignment":
                 span = _assignment_span(text, m)

@@ -33,6 +33,12 @@ def redactor_for(mode: Redaction) -> Callable[[str], str]:
 
 def redact_for_display(text: str) -> str:
     """`text` fit to show: every rule, whatever the store was indexed with."""
+    from cce_knowledge.engine.redaction_gate import may_redact
+
+    # Most shown texts (record ids) hold no needle of any rule: answering that from
+    # literals spares a cold search loading and compiling every rule (redaction_gate).
+    if not may_redact(text):
+        return text
     from cce_knowledge.engine.extended_redactor import redact_extended
 
     return redact_extended(text)

@@ -16,7 +16,7 @@ from cce_knowledge.core.rustcompat import RUST_WS_CHARS, ascii_lower
 
 # ---------------------------------------------------------------- pass 1
 
-_SPECIFIC: tuple[tuple[re.Pattern[str], str], ...] = (
+SPECIFIC: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
@@ -256,7 +256,7 @@ def _utf8_len_lt(s: str, limit: int) -> bool:
     return len(s.encode("utf-8")) < limit
 
 
-_KEY_STEMS = ("pass", "secret", "api", "access", "auth", "private", "token")
+KEY_STEMS = ("pass", "secret", "api", "access", "auth", "private", "token")
 
 
 def may_have_key(text: str) -> bool:
@@ -268,7 +268,7 @@ def may_have_key(text: str) -> bool:
     if "\u017f" in text or "\u212a" in text:
         return True
     low = text.lower()
-    return any(k in low for k in _KEY_STEMS)
+    return any(k in low for k in KEY_STEMS)
 
 
 def _generic_pass(text: str) -> str:
@@ -308,8 +308,8 @@ def _generic_pass(text: str) -> str:
 
 def redact(text: str) -> str:
     """Replace secret-shaped content with `[REDACTED:<LABEL>]` tokens."""
-    # Unrolled (this runs for every document and facet): same order as _SPECIFIC.
-    sp = _SPECIFIC
+    # Unrolled (this runs for every document and facet): same order as SPECIFIC.
+    sp = SPECIFIC
     if "-----BEGIN " in text:
         text = sp[0][0].sub(sp[0][1], text)
     if "sk" in text:
