@@ -10,10 +10,12 @@ from pathlib import Path
 import anyio
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cce_knowledge.cli.main import main
 from cce_knowledge.retrieval.searcher import Searcher
-from cce_knowledge.semantic.hybrid import Fusion, dense_records, fuse
+from cce_knowledge.semantic.hybrid import Fusion, dense_records, dense_weight, fuse
 from cce_knowledge.store.store_file import load_current
 from tests.helpers.embed_server import EmbedServer
 
@@ -25,6 +27,17 @@ QUERIES = [
     "rate limiting bots on the coupon endpoint",
     "what happens when the payment provider is down",
 ]
+#: Worded unlike their records: little lexical evidence, so the vectors count.
+REWORDED = [
+    "stop a customer from being charged twice when the request is sent again",
+    "which database did we pick and why",
+]
+
+
+def _weight(root: Path, q: str) -> float:
+    idx = Searcher(root).index()
+    assert idx is not None
+    return dense_weight(idx.default_ranked(q, 30, 0.0))
 
 
 def _search(
@@ -52,14 +65,22 @@ def test_hybrid_answers_and_cites_true_lines(
     embedded: Path, server: EmbedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     chunks = {c.chunk_id: c for c in load_current(embedded).chunks}
-    for q in QUERIES:
+    weights = {q: _weight(embedded, q) for q in QUERIES + REWORDED}
+    # Both paths are exercised: confident words, and words that leave room for vectors.
+    assert min(weights.values()) == 0.0 and all(weights[q] > 0 for q in REWORDED)
+    for q, w in weights.items():
         n0 = len(server.requests)
         out, err = _search(embedded, q, "hybrid", capsys)
         assert err == ""
         hits = json.loads(out)
         assert hits
-        assert len(server.requests) == n0 + 1  # the query: one request
-        assert server.requests[-1]["input"] == [q]
+        if w == 0.0:
+            # The words are enough: the default's answer, and the provider is not asked.
+            assert len(server.requests) == n0
+            assert out == _search(embedded, q, "default", capsys)[0]
+        else:
+            assert len(server.requests) == n0 + 1  # the query: one request
+            assert server.requests[-1]["input"] == [q]
         for h in hits:
             c = chunks[h["chunk_id"]]
             assert h["lines"] == [c.start_line, c.end_line] and h["record_id"] == c.record_id
@@ -83,12 +104,16 @@ def test_fallbacks_say_why_and_exit_0(
 ) -> None:
     from .conftest import index
 
-    q = QUERIES[0]
+    q = REWORDED[0]
     want, _ = _search(embedded, q, "default", capsys)
     # Provider down at query time.
     write_config(embedded, "ollama", "http://127.0.0.1:9")
     out, err = _search(embedded, q, "hybrid", capsys)
     assert out == want and "note: hybrid ranking unavailable" in err and "unreachable" in err
+    # A query the words answer confidently never asks the provider, so nothing is missed.
+    sure = QUERIES[0]
+    assert _weight(embedded, sure) == 0.0
+    assert _search(embedded, sure, "hybrid", capsys) == _search(embedded, sure, "default", capsys)
     # No provider configured.
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -108,7 +133,7 @@ def test_ranking_from_config(
     (embedded / ".cce" / "config").write_text(cfg + "  ranking: hybrid\n")
     n0 = len(server.requests)
     capsys.readouterr()
-    assert main(["knowledge", "search", QUERIES[1], "--dir", str(embedded)]) == 0
+    assert main(["knowledge", "search", REWORDED[1], "--dir", str(embedded)]) == 0
     assert len(server.requests) == n0 + 1
 
 
@@ -128,13 +153,51 @@ def test_fusion_keeps_a_confident_lexical_order() -> None:
     lex = [(0, 0, 0.9), (1, 1, 0.5), (2, 2, 0.3)]
     cos = np.array([0.1, 0.2, 0.3, 0.95])  # record 3 is the nearest by far
     arg = np.arange(4)
-    fused = fuse(lex, cos, arg, Fusion(alpha=1.0, tau=0.6))
-    order = [r for r, _c, s in sorted(fused, key=lambda t: -t[2]) if s > 0]
-    assert order == [0, 1, 2]
-    # Weak lexical evidence: the vectors pull record 3 up.
+    assert dense_weight(lex, Fusion(tau=0.6)) == 0.0
+    fused = fuse(lex, cos, arg, Fusion(tau=0.6))
+    assert [r for r, _c, _s in fused] == [0, 1, 2]
+    assert fused[0][2] == pytest.approx(1.0)  # first on the only side that counts
+    # Weak lexical evidence: the vectors' first choice goes to the top, cited by its
+    # nearest chunk; a record both sides rank first scores 1.
     weak = [(0, 0, 0.12), (1, 1, 0.1), (2, 2, 0.08)]
-    fused = fuse(weak, cos, arg, Fusion(alpha=2.0, tau=0.6))
-    assert max(fused, key=lambda t: t[2])[0] == 3
+    fused = fuse(weak, cos, np.array([10, 11, 12, 13]), Fusion(pool=2, weight=2.0, tau=0.6))
+    assert fused[0][:2] == (3, 13) and [r for r, _c, _s in fused] == [3, 2, 0, 1]
+    agree = fuse(weak, np.array([0.9, 0.2, 0.3, 0.1]), arg, Fusion(tau=0.6))
+    assert agree[0][0] == 0 and agree[0][2] == pytest.approx(1.0)
+
+
+def test_fusion_breaks_ties_by_lexical_then_dense_rank() -> None:
+    # Without lexical evidence the weight is whole: lexical rank 1 and dense rank 1
+    # tie on score, and the lexical side goes first; the order never depends on dict
+    # or set iteration.
+    lex = [(5, 50, 0.0), (6, 60, 0.0)]
+    cos = np.array([0.9, 0.8, -np.inf, -np.inf, -np.inf, 0.1, 0.0])
+    fused = fuse(lex, cos, np.arange(7), Fusion(pool=2, tau=0.3))
+    assert [r for r, _c, _s in fused] == [5, 0, 6, 1]
+    assert fused[0][2] == fused[1][2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=40),
+    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=40),
+)
+def test_fusion_properties(lex_scores: list[float], cosines: list[float]) -> None:
+    n = max(len(lex_scores), len(cosines))
+    cos = np.full(n, -np.inf)
+    cos[: len(cosines)] = cosines
+    lex = [(r, r, f) for r, f in enumerate(lex_scores)]
+    fu = Fusion(pool=10)
+    fused = fuse(lex, cos, np.arange(n), fu)
+    recs = [r for r, _c, _s in fused]
+    assert len(recs) == len(set(recs)) and all(0.0 < s <= 1.0 + 1e-12 for _r, _c, s in fused)
+    assert [s for _r, _c, s in fused] == sorted((s for _r, _c, s in fused), reverse=True)
+    lex_top = [r for r, _c, _f in sorted(lex, key=lambda t: (-t[2], t[0]))[: fu.pool]]
+    if dense_weight(lex, fu) == 0.0:
+        assert recs == lex_top  # confident words: the lexical order, nothing added
+    else:
+        assert set(lex_top) <= set(recs)  # the vectors add candidates, never drop one
+    assert fuse(list(reversed(lex)), cos, np.arange(n), fu) == fused
 
 
 def test_dense_records_best_chunk_and_missing_rows() -> None:
