@@ -197,15 +197,16 @@ def grid(h: Hybrid, suites: list[tuple[str, list[tuple[str, str, list[str]]]]]) 
         def rank(q: str) -> list[str]:
             lex, rc, ra = h.signals(q)
             fused = fuse(lex, rc, ra, fu)  # type: ignore[arg-type]
+            fused.sort(key=lambda t: (-t[2], t[0]))
             return [h.record_id(r) for r, _c, _s in fused[:10]]
 
         return rank
 
-    variants = [Fusion(weight=0.0)]
-    for k in (10, 30, 60):
-        for weight in (0.5, 1.0, 2.0):
-            for tau in (0.3, 0.45, 1.0):
-                variants.append(Fusion(pool=30, k=k, weight=weight, tau=tau))
+    variants = [Fusion(alpha=0.0)]
+    for alpha in (0.5, 1.0, 1.5, 2.0, 3.0):
+        for tau in (0.3, 0.45, 0.6, 0.8, 1.0, 2.0):
+            for pool in (20, 30, 50):
+                variants.append(Fusion(lex_pool=pool, dense_pool=pool, alpha=alpha, tau=tau))
     names = [n for n, _ in suites]
     print(f"\n{'variant':<34}" + "".join(f"{n[:22]:>24}" for n in names))
     for fu in variants:
@@ -213,7 +214,7 @@ def grid(h: Hybrid, suites: list[tuple[str, list[tuple[str, str, list[str]]]]]) 
         for _n, cases in suites:
             h5, mrr, _ms = evaluate("grid", ranker(fu), cases, False)
             cells.append(f"{h5:.3f}/{mrr:.3f}")
-        label = f"k={fu.k} w={fu.weight} tau={fu.tau} pool={fu.pool}"
+        label = f"a={fu.alpha} tau={fu.tau} pool={fu.lex_pool}"
         print(f"{label:<34}" + "".join(f"{c:>24}" for c in cells), flush=True)
 
 

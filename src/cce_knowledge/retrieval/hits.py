@@ -68,13 +68,8 @@ def finish_hits(ranked: Sequence[tuple[KnowledgeChunk, float]], top_k: int) -> l
     order = sorted(ranked, key=lambda p: p[0].chunk_id)
     order.sort(key=lambda p: p[0].updated_at or "", reverse=True)
     order.sort(key=lambda p: score_key(p[1]), reverse=True)
-    return number_hits(order[:top_k])
-
-
-def number_hits(ordered: Sequence[tuple[KnowledgeChunk, float]]) -> list[Hit]:
-    """Hits numbered in the order given (a ranking that breaks its own ties)."""
     hits: list[Hit] = []
-    for r, (c, s) in enumerate(ordered, start=1):
+    for r, (c, s) in enumerate(order[:top_k], start=1):
         hits.append(
             Hit(
                 rank=r,

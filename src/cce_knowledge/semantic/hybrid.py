@@ -1,27 +1,28 @@
 """`--ranking hybrid`: the default ranking, with vector similarity where words fall short.
 
 Every fixed-weight fusion of a dense model with a good lexical ranking moves exact
-matches down from rank 1. So the vectors' weight depends on how sure the lexical side
-is: its best score `f1` (the share of the query's idf mass the best record covers,
-re-ranked; docs/ranking.md) is the confidence. With `f1 ≥ TAU` the answer is the
-default ranking's, scores included. Below it, a gated reciprocal-rank fusion of the
-POOL best records of each side:
+matches down from rank 1. So the weight of the vectors depends on how sure the
+lexical side is: its best score `f1` (the share of the query's idf mass the best
+record covers, re-ranked; docs/ranking.md) is the confidence. With `f1 ≥ TAU` the
+answer is the default's, and the provider is not asked; below it the dense side gets
+up to ALPHA of the weight:
 
-    w        = WEIGHT · (1 − f1 / TAU)
-    score(r) = (1/(K + rank_lex(r)) + w/(K + rank_dense(r))) · (K + 1)/(1 + w)
+    w      = ALPHA · (1 − min(1, f1 / TAU))
+    lex(r) = f(r) / f1                        (0 outside the default's LEX_POOL best)
+    vec(r) = clip((cos(r) − cos_K) / (cos_1 − cos_K), 0, 1)
+             cos(r) = the record's best chunk cosine; cos_1, cos_K = the best and the
+             DENSE_POOL-th best record cosine
+    score  = (lex(r) + w · vec(r)) / (1 + w)
 
-rank_dense orders records by their best chunk's cosine; a record missing from a side's
-pool gets nothing from it. The last factor puts the best possible score at 1. Ties go
-to the better lexical rank, then the better dense rank. Ranks, not scores, are fused:
-the two sides' scores live on unrelated scales, and a rank fusion lets a record the
-vectors put first reach the top five without the cosine's spread deciding how far.
-A hit cites the default ranking's best section of its record, or the record's nearest
-chunk when only the vectors found it. The constants were chosen on the development
-suites only (docs/ranking.md#hybrid).
+Candidates are the union of both pools; a hit cites the default ranking's best
+section of its record, or the record's nearest chunk when only the vectors found it.
+The constants were chosen on the development suites only (docs/ranking.md#hybrid).
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,14 +40,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Fusion:
-    pool: int = 30  # records taken from each side
-    k: int = 30  # the rank offset: larger flattens the difference between ranks
-    weight: float = 1.0  # the dense side's weight when the lexical side is weakest
-    tau: float = 0.3  # lexical confidence at which the vectors stop counting
+    lex_pool: int = 20
+    dense_pool: int = 20
+    alpha: float = 0.5
+    tau: float = 0.3
 
 
-#: Chosen on the development pool by the second-round rule in docs/ranking.md#hybrid
-#: (144 variants: two vector sets, the linear grid and the rank fusion grid).
+#: Chosen on the development pool by the rule in docs/ranking.md#hybrid (91 variants
+#: swept: ALPHA 0.5-3, TAU 0.3-2, pools 20/30/50; all-MiniLM-L6-v2 vectors).
 FUSION = Fusion()
 
 
@@ -71,11 +72,10 @@ def dense_records(
 
 
 def dense_weight(lex: list[tuple[int, int, float]], fusion: Fusion = FUSION) -> float:
-    """The vectors' weight for a query: 0 when the lexical side is confident."""
+    """The vectors' weight for a query: 0 when the lexical side is confident (f1 ≥ TAU)."""
     f1 = max((f for _r, _c, f in lex), default=0.0)
-    if fusion.tau <= 0:
-        return 0.0
-    return fusion.weight * max(0.0, 1.0 - f1 / fusion.tau)
+    conf = min(1.0, f1 / fusion.tau) if fusion.tau > 0 else 1.0
+    return fusion.alpha * (1.0 - conf)
 
 
 def fuse(
@@ -84,34 +84,38 @@ def fuse(
     rec_arg: np.ndarray,
     fusion: Fusion = FUSION,
 ) -> list[tuple[int, int, float]]:
-    """(record, cited chunk, hybrid score) of every candidate, best first."""
+    """(record, cited chunk, hybrid score) of every candidate (unsorted)."""
     import numpy as np
 
+    # Ties at the pool's edge go to the lower record number, whatever the input order.
+    lex = sorted(lex, key=lambda t: (-t[2], t[0]))[: fusion.lex_pool]
+    f1 = lex[0][2] if lex else 0.0
+    finite = np.isfinite(rec_cos)
+    n_dense = int(finite.sum())
+    cand: dict[int, int] = {r: c for r, c, _f in lex}
+    lex_of = {r: f for r, _c, f in lex}
+    vec: dict[int, float] = {}
+    if n_dense:
+        k = min(fusion.dense_pool, n_dense)
+        vals = np.where(finite, rec_cos, -np.inf)
+        top = np.argpartition(-vals, k - 1)[:k]
+        cos1 = float(vals[top].max())
+        cosk = float(vals[top].min())
+        span = cos1 - cosk
+        for r in top.tolist():
+            cand.setdefault(r, int(rec_arg[r]))
+        for r in cand:
+            x = float(rec_cos[r])
+            if not math.isfinite(x):
+                continue
+            v = (x - cosk) / span if span > 0 else (1.0 if x >= cos1 else 0.0)
+            vec[r] = min(1.0, max(0.0, v))
     w = dense_weight(lex, fusion)
-    lex_top = sorted(lex, key=lambda t: (-t[2], t[0]))[: fusion.pool]
-    rank_lex = {r: i for i, (r, _c, _f) in enumerate(lex_top, 1)}
-    cite = {r: c for r, c, _f in lex_top}
-    rank_dense: dict[int, int] = {}
-    if w > 0:
-        finite = np.flatnonzero(np.isfinite(rec_cos))
-        if len(finite):
-            n = min(fusion.pool, len(finite))
-            top = finite[np.argpartition(-rec_cos[finite], n - 1)[:n]]
-            ordered = sorted(top.tolist(), key=lambda r: (-float(rec_cos[r]), r))
-            rank_dense = {r: i for i, r in enumerate(ordered, 1)}
-    k = fusion.k
-    norm = (k + 1) / (1 + w)
-    none = fusion.pool + 1
     out = []
-    for r in rank_lex.keys() | rank_dense.keys():
-        s = 0.0
-        if r in rank_lex:
-            s += 1.0 / (k + rank_lex[r])
-        if r in rank_dense:
-            s += w / (k + rank_dense[r])
-        out.append((s * norm, rank_lex.get(r, none), rank_dense.get(r, none), r))
-    out.sort(key=lambda t: (-t[0], t[1], t[2], t[3]))
-    return [(r, cite[r] if r in cite else int(rec_arg[r]), s) for s, _l, _d, r in out]
+    for r, c in cand.items():
+        lx = lex_of.get(r, 0.0) / f1 if f1 > 0 else 0.0
+        out.append((r, c, (lx + w * vec.get(r, 0.0)) / (1.0 + w)))
+    return out
 
 
 class HybridState:
@@ -184,7 +188,7 @@ def hybrid_search(
     import numpy as np
 
     from cce_knowledge.core.rustcompat import rs_trim
-    from cce_knowledge.retrieval.hits import number_hits
+    from cce_knowledge.retrieval.hits import finish_hits
     from cce_knowledge.semantic.provider import Provider, ProviderError
 
     def fallback(why: str) -> tuple[list[Hit], str]:
@@ -200,10 +204,14 @@ def hybrid_search(
     if why is not None:
         return fallback(why)
     assert state.vf is not None
-    lex = idx.default_ranked(query, max(fusion.pool, top_k), 0.0)
+    if top_k > fusion.lex_pool:
+        # A long answer list takes as many lexical candidates as hits asked for (the
+        # first 20 are what the constants were chosen on, and rank the same).
+        fusion = replace(fusion, lex_pool=top_k)
+    lex = idx.default_ranked(query, fusion.lex_pool, 0.0)
     if dense_weight(lex, fusion) == 0.0:
-        # The words cover the query well: the default's answer, bit for bit, and no
-        # request to the provider at all.
+        # The words cover the query well, so the vectors would weigh nothing: the
+        # default's answer, bit for bit, without a request to the provider.
         return idx.search_default(query, top_k, min_score), None
     if is_binary(query):
         return fallback("the query is not valid text")
@@ -227,10 +235,10 @@ def hybrid_search(
     # query in twenty then waits 10-250 ms; einsum's single loop takes ~0.5 ms per 10k rows.
     cos = np.einsum("ij,j->i", state.vf.matrix, (q / n).astype(np.float32))
     rec_cos, rec_arg = dense_records(cos, state.rec_ptr, state.present)
-    if top_k > fusion.pool:
-        # A long answer list takes as many candidates as hits asked for (the first 30
-        # are what the constants were chosen on, and rank the same).
-        fusion = replace(fusion, pool=top_k)
     fused = fuse(lex, rec_cos, rec_arg, fusion)
-    kept = [(idx.chunk(c), s) for _r, c, s in fused if not s < min_score][:top_k]
-    return number_hits(kept), None
+    kept = [(c, s) for _r, c, s in fused if not s < min_score]
+    if len(kept) > top_k:
+        # Only scores that can tie the k-th at 6 decimals need their chunk read.
+        kth = heapq.nlargest(top_k, [s for _c, s in kept])[-1]
+        kept = [(c, s) for c, s in kept if s >= kth - 2e-6]
+    return finish_hits([(idx.chunk(c), s) for c, s in kept], top_k), None
