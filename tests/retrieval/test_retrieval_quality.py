@@ -5,10 +5,10 @@ bench corpus cut to their first ~3000 characters (title, summary, motivation), s
 the test is self-contained. Suites: examples/rfcs-dev-suite.ask.jsonl (70) and the
 held-out examples/rfcs-holdout.ask.jsonl (50), rfcs-holdout2.ask.jsonl,
 rfcs-holdout3.ask.jsonl and rfcs-holdout4.ask.jsonl (60 each, each about RFCs no
-earlier suite uses). rfcs-holdout5.ask.jsonl (60, mostly reworded) is a held-out suite
-kept for one future read: only the overlap check sees it, no test ranks it; so is
-rfcs-holdout6.ask.jsonl (60, mostly reworded, written after the second hybrid round). The
-assertion is a margin over the
+earlier suite uses). rfcs-holdout5.ask.jsonl and rfcs-holdout6.ask.jsonl (60 each,
+mostly reworded) were written to judge the hybrid ranking, each read once for that
+(docs/ranking.md#hybrid); only the overlap check sees them here. The assertion is a
+margin over the
 reference ranking on each suite and an absolute floor well below the measured
 figures, not pinned numbers: a change that breaks ranking fails, tuning noise does not.
 """
@@ -39,8 +39,8 @@ SUITES = [
 #: held-out 0.92, held-out 2 0.83 — the harder suite gets a lower floor; held-out 3
 #: and 4 were added after the ranking was final, with the same floor as held-out 2).
 HIT_FLOOR = {SUITES[0]: 0.80, SUITES[1]: 0.80, SUITES[2]: 0.75, SUITES[3]: 0.75, SUITES[4]: 0.75}
-#: Held-out suites not yet read by any ranking: checked for independence only, so
-#: running the tests does not spend them.
+#: The hybrid ranking's judging suites: checked for independence only (no test ranks
+#: them, so a test run never reads them with a ranking).
 UNREAD = ["rfcs-holdout5.ask.jsonl", "rfcs-holdout6.ask.jsonl"]
 
 
