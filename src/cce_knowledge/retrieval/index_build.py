@@ -265,6 +265,280 @@ def _csr(
         sections[name + "_tf"] = tfs[o].astype(dt).tobytes()
 
 
+@dataclasses.dataclass(slots=True)
+class _RecordRows:
+    """What the gathering pass keeps per record (records in group order)."""
+
+    # One row per (record, term) of title ∪ body: the term's first-seen id and its tf in
+    # title, body and lead; `n` counts each record's rows.
+    tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf_title: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf_body: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf_lead: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    n: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    # Each record's distinct title terms.
+    title_tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    title_n: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    # Field lengths in analysed terms.
+    title_len: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    body_len: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    lead_len: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    # Record r's sections are documents chunk_ptr[r] .. chunk_ptr[r + 1].
+    chunk_ptr: array[int] = dataclasses.field(default_factory=lambda: array("q", [0]))
+
+
+@dataclasses.dataclass(slots=True)
+class _SectionRows:
+    """What the gathering pass keeps per section (= document, in document order)."""
+
+    # Term rows (first-seen id, tf); `n` counts each section's rows (0 for the only
+    # section of a record).
+    tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    n: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    length: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    # Inline documents (`docs`, `doc_off`) or the chunks' byte spans in the store.
+    docs: bytearray = dataclasses.field(default_factory=bytearray)
+    doc_off: array[int] = dataclasses.field(default_factory=lambda: array("q", [0]))
+    spans: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+
+
+def _gather(
+    view: Chunks,
+    groups: dict[str, list[int]],
+    *,
+    inline_docs: bool,
+    tick: Callable[[], None],
+) -> tuple[_Ids, _RecordRows, _SectionRows]:
+    """The one pass over the live chunks, record by record: every term's first-seen id,
+    the per-record rows and the per-section rows (with the documents or their spans)."""
+    ids = _Ids()
+    recs = _RecordRows()
+    secs = _SectionRows()
+    for idxs in groups.values():
+        body, body_len, lead, title = _gather_sections(
+            view, idxs, ids, secs, inline_docs=inline_docs, tick=tick
+        )
+        _add_record(recs, ids, body, body_len, lead, title, len(idxs))
+    return ids, recs, secs
+
+
+def _gather_sections(
+    view: Chunks,
+    idxs: list[int],
+    ids: _Ids,
+    secs: _SectionRows,
+    *,
+    inline_docs: bool,
+    tick: Callable[[], None],
+) -> tuple[dict[str, int] | None, int, list[str], str]:
+    """Append one record's sections to `secs`; return the record's body term counts
+    (None without sections), body length, lead terms and title."""
+    get = ids.__getitem__
+    body: dict[str, int] | None = None
+    bl = 0
+    lead: list[str] = []
+    title = ""
+    # A one-section record's section scores come from its record postings (body
+    # tf) at query time: only records with several sections get section postings.
+    several = len(idxs) > 1
+    for i in idxs:
+        start, end = view.span(i)
+        o, _ = view.head_at(start, end)
+        terms = analyze(o["content"])
+        cnt = Counter(terms)
+        if several:
+            secs.tid.extend(map(get, cnt))
+            secs.tf.extend(cnt.values())
+            secs.n.append(len(cnt))
+        else:
+            secs.n.append(0)
+        secs.length.append(len(terms))
+        bl += len(terms)
+        if len(lead) < LEAD_TERMS:
+            lead.extend(terms[: LEAD_TERMS - len(lead)])
+        if body is None:
+            body = cnt
+        else:
+            body = body if type(body) is dict else dict(body)
+            for t, f in cnt.items():
+                body[t] = body.get(t, 0) + f
+        title = o["title"]  # facets come from the record's last chunk
+        if inline_docs:
+            secs.docs += doc_json(o)
+            secs.doc_off.append(len(secs.docs))
+        else:
+            secs.spans.append(start)
+            secs.spans.append(end)
+        tick()
+        if len(secs.length) % _RELEASE_EVERY == 0:
+            view.release()
+    return body, bl, lead, title
+
+
+def _add_record(
+    recs: _RecordRows,
+    ids: _Ids,
+    body: dict[str, int] | None,
+    body_len: int,
+    lead: list[str],
+    title: str,
+    n_sections: int,
+) -> None:
+    """Append one record's rows to `recs`: body terms in first-seen order, then the
+    title terms the body lacks."""
+    get = ids.__getitem__
+    recs.chunk_ptr.append(recs.chunk_ptr[-1] + n_sections)
+    t_terms = analyze(title)
+    tt = Counter(t_terms)
+    lt = Counter(lead)
+    b = body if body is not None else {}
+    keys = list(b)
+    keys += [t for t in tt if t not in b]
+    # Title and lead terms are few: place their counts by position.
+    at = dict(zip(keys, range(len(keys)), strict=True))
+    row_t = [0] * len(keys)
+    for t, f in tt.items():
+        row_t[at[t]] = f
+    row_l = [0] * len(keys)
+    for t, f in lt.items():
+        row_l[at[t]] = f
+    recs.tid.extend(map(get, keys))
+    recs.tf_title.extend(row_t)
+    recs.tf_body.extend(b.values())
+    recs.tf_body.extend([0] * (len(keys) - len(b)))
+    recs.tf_lead.extend(row_l)
+    recs.n.append(len(keys))
+    t_set = set(t_terms)
+    recs.title_tid.extend(map(get, t_set))
+    recs.title_n.append(len(t_set))
+    recs.title_len.append(len(t_terms))
+    recs.body_len.append(body_len)
+    recs.lead_len.append(len(lead))
+
+
+def _owners(counts: array[int]) -> np.ndarray:
+    """Row owner per row (int32) from each owner's row count: 0, 0, 1, 2, 2, ..."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    return np.repeat(np.arange(len(counts), dtype=np.int32), np.frombuffer(counts, dtype=np.int64))
+
+
+def _term_table(terms: list[str]) -> dict[str, bytes]:
+    """The sorted vocabulary: `term_blob` (the terms concatenated) and `term_off` (where
+    each starts, then the blob's end)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    term_off = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in terms], out=term_off[1:])
+    return {"term_blob": "".join(terms).encode("ascii"), "term_off": narrow(term_off)}
+
+
+def _field_norms(recs: _RecordRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each record's BM25F length norm of title, body and lead (float64)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    n = len(recs.n)
+    avg_t, avg_b, avg_l = (
+        mean_length(x, n) for x in (recs.title_len, recs.body_len, recs.lead_len)
+    )
+    return (
+        np.array([field_norm(TITLE_B, x, avg_t) for x in recs.title_len], dtype=np.float64),
+        np.array([field_norm(BODY_B, x, avg_b) for x in recs.body_len], dtype=np.float64),
+        np.array([field_norm(LEAD_B, x, avg_l) for x in recs.lead_len], dtype=np.float64),
+    )
+
+
+def _saturated(
+    recs: _RecordRows, rows: np.ndarray, norms: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """The record postings' weights (float32): each row's saturated BM25F tf, from its
+    title, body and lead tf and its record's (`rows`) field norms."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    # BM25F saturation with the same IEEE operations, in the same order, as
+    # default.saturate (numpy adds and divides exactly like Python floats).
+    norm_t, norm_b, norm_l = norms
+    # In place, one temporary at a time: the same values, far less peak memory.
+    tfp = np.frombuffer(recs.tf_title, dtype=np.int32) * TITLE_WEIGHT
+    tfp /= norm_t[rows]
+    part = np.frombuffer(recs.tf_body, dtype=np.int32) * BODY_WEIGHT
+    part /= norm_b[rows]
+    tfp += part
+    part = np.frombuffer(recs.tf_lead, dtype=np.int32) * LEAD_WEIGHT
+    part /= norm_l[rows]
+    tfp += part
+    del part
+    part = tfp + K1
+    tfp /= part
+    del part
+    return tfp.astype(np.float32)
+
+
+def _record_postings(recs: _RecordRows, rank: np.ndarray, n_terms: int) -> dict[str, bytes]:
+    """`term_df`, the record postings (`rec_ptr`, `rec_ids`, `rec_w`, `rec_tf`) and the
+    title postings (`tit_ptr`, `tit_ids`). Spends `recs`: each array of it is dropped
+    as soon as it is used, to keep the build's peak memory low."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    out: dict[str, bytes] = {}
+    rows_r = _owners(recs.n)
+    tid_r = rank[np.frombuffer(recs.tid, dtype=np.int32)]
+    # Document frequencies: a query computes idf(n, df) for its few terms.
+    out["term_df"] = np.bincount(tid_r, minlength=n_terms).astype(np.int32).tobytes()
+    sat = _saturated(recs, rows_r, _field_norms(recs))
+    recs.tid = recs.tf_title = recs.tf_lead = array("i")
+    _csr(out, "rec", n_terms, tid_r, rows_r, sat, np.frombuffer(recs.tf_body, dtype=np.int32))
+    recs.tf_body = array("i")
+    del sat, tid_r, rows_r
+    title_tids = rank[np.frombuffer(recs.title_tid, dtype=np.int32)]
+    _csr(out, "tit", n_terms, title_tids, _owners(recs.title_n), None)
+    recs.title_tid = array("i")
+    return out
+
+
+def _section_postings(secs: _SectionRows, rank: np.ndarray, n_terms: int) -> dict[str, bytes]:
+    """The section postings (`sec_ptr`, `sec_ids`, `sec_w`: each section's tf saturated
+    against its own length) and every section's length norm (`sec_norm`)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    c_len = secs.length
+    n_docs = len(c_len)
+    avg_c = sum(c_len) / n_docs if n_docs else 0.0
+    norm_c = np.array([field_norm(SECTION_B, x, avg_c) for x in c_len], dtype=np.float64)
+    rows_s = _owners(secs.n)
+    tf = np.frombuffer(secs.tf, dtype=np.int32)
+    w = tf / (tf + K1 * norm_c[rows_s])
+    out: dict[str, bytes] = {}
+    _csr(out, "sec", n_terms, rank[np.frombuffer(secs.tid, dtype=np.int32)], rows_s, w)
+    del w, rows_s, tf
+    out["sec_norm"] = norm_c.tobytes()
+    return out
+
+
+def _document_sections(
+    recs: _RecordRows, secs: _SectionRows, *, inline_docs: bool
+) -> dict[str, bytes]:
+    """`rec_chunk_ptr` (each record's sections), then the documents: inline (`docs`,
+    `doc_off`) or as byte spans of the store file (`doc_span`)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    out = {"rec_chunk_ptr": narrow(np.frombuffer(recs.chunk_ptr, dtype=np.int64))}
+    if inline_docs:
+        out["docs"] = bytes(secs.docs)
+        out["doc_off"] = narrow(np.frombuffer(secs.doc_off, dtype=np.int64))
+    else:
+        out["doc_span"] = narrow(np.frombuffer(secs.spans, dtype=np.int64))
+    return out
+
+
 def default_sections(
     view: Chunks,
     groups: dict[str, list[int]],
@@ -274,149 +548,19 @@ def default_sections(
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The default ranking's sections and the documents, in the layout order of
     `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf)."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    ids = _Ids()
-    get = ids.__getitem__
-    # Per (record, term) of title ∪ body: tf in title, body and lead.
-    r_tid, r_tft, r_tfb, r_tfl, r_n = array("i"), array("i"), array("i"), array("i"), array("q")
-    t_tid, t_n = array("i"), array("q")  # each record's distinct title terms
-    s_tid, s_tf, s_n = array("i"), array("i"), array("q")  # per section (doc order)
-    c_len = array("q")
-    tlen, blen, llen = array("q"), array("q"), array("q")
-    rec_chunk_ptr = array("q", [0])
-    docs = bytearray()
-    doc_off = array("q", [0])
-    spans = array("q")
-    for idxs in groups.values():
-        body: dict[str, int] | None = None
-        bl = 0
-        lead: list[str] = []
-        title = ""
-        # A one-section record's section scores come from its record postings (body
-        # tf) at query time: only records with several sections get section postings.
-        several = len(idxs) > 1
-        for i in idxs:
-            start, end = view.span(i)
-            o, _ = view.head_at(start, end)
-            terms = analyze(o["content"])
-            cnt = Counter(terms)
-            if several:
-                s_tid.extend(map(get, cnt))
-                s_tf.extend(cnt.values())
-                s_n.append(len(cnt))
-            else:
-                s_n.append(0)
-            c_len.append(len(terms))
-            bl += len(terms)
-            if len(lead) < LEAD_TERMS:
-                lead.extend(terms[: LEAD_TERMS - len(lead)])
-            if body is None:
-                body = cnt
-            else:
-                body = body if type(body) is dict else dict(body)
-                for t, f in cnt.items():
-                    body[t] = body.get(t, 0) + f
-            title = o["title"]  # facets come from the record's last chunk
-            if inline_docs:
-                docs += doc_json(o)
-                doc_off.append(len(docs))
-            else:
-                spans.append(start)
-                spans.append(end)
-            tick()
-            if len(c_len) % _RELEASE_EVERY == 0:
-                view.release()
-        rec_chunk_ptr.append(rec_chunk_ptr[-1] + len(idxs))
-        t_terms = analyze(title)
-        tt = Counter(t_terms)
-        lt = Counter(lead)
-        b = body if body is not None else {}
-        keys = list(b)
-        keys += [t for t in tt if t not in b]
-        # Title and lead terms are few: place their counts by position.
-        at = dict(zip(keys, range(len(keys)), strict=True))
-        row_t = [0] * len(keys)
-        for t, f in tt.items():
-            row_t[at[t]] = f
-        row_l = [0] * len(keys)
-        for t, f in lt.items():
-            row_l[at[t]] = f
-        r_tid.extend(map(get, keys))
-        r_tft.extend(row_t)
-        r_tfb.extend(b.values())
-        r_tfb.extend([0] * (len(keys) - len(b)))
-        r_tfl.extend(row_l)
-        r_n.append(len(keys))
-        t_set = set(t_terms)
-        t_tid.extend(map(get, t_set))
-        t_n.append(len(t_set))
-        tlen.append(len(t_terms))
-        blen.append(bl)
-        llen.append(len(lead))
-
+    ids, recs, secs = _gather(view, groups, inline_docs=inline_docs, tick=tick)
     n = len(groups)
-    avg_t, avg_b, avg_l = (mean_length(x, n) for x in (tlen, blen, llen))
     terms, rank = _sorted_terms(ids)
-    nt_ = len(terms)
-    sections: dict[str, bytes] = {}
-    sections["term_blob"] = "".join(terms).encode("ascii")
-    term_off = np.zeros(nt_ + 1, dtype=np.int64)
-    np.cumsum([len(t) for t in terms], out=term_off[1:])
-    sections["term_off"] = narrow(term_off)
-
-    rows_r = np.repeat(np.arange(n, dtype=np.int32), np.frombuffer(r_n, dtype=np.int64))
-    tid_r = rank[np.frombuffer(r_tid, dtype=np.int32)]
-    # Document frequencies: a query computes idf(n, df) for its few terms.
-    sections["term_df"] = np.bincount(tid_r, minlength=nt_).astype(np.int32).tobytes()
-    # BM25F saturation with the same IEEE operations, in the same order, as
-    # default.saturate (numpy adds and divides exactly like Python floats).
-    norm_t = np.array([field_norm(TITLE_B, x, avg_t) for x in tlen], dtype=np.float64)
-    norm_b = np.array([field_norm(BODY_B, x, avg_b) for x in blen], dtype=np.float64)
-    norm_l = np.array([field_norm(LEAD_B, x, avg_l) for x in llen], dtype=np.float64)
-    # In place, one temporary at a time: the same values, far less peak memory.
-    tfp = np.frombuffer(r_tft, dtype=np.int32) * TITLE_WEIGHT
-    tfp /= norm_t[rows_r]
-    part = np.frombuffer(r_tfb, dtype=np.int32) * BODY_WEIGHT
-    part /= norm_b[rows_r]
-    tfp += part
-    part = np.frombuffer(r_tfl, dtype=np.int32) * LEAD_WEIGHT
-    part /= norm_l[rows_r]
-    tfp += part
-    del part
-    part = tfp + K1
-    tfp /= part
-    del part
-    sat = tfp.astype(np.float32)
-    body_tf = np.frombuffer(r_tfb, dtype=np.int32)
-    del tfp, r_tft, r_tfl, r_tid
-    _csr(sections, "rec", nt_, tid_r, rows_r, sat, body_tf)
-    del body_tf, r_tfb
-    del sat, tid_r, rows_r
-    rows_t = np.repeat(np.arange(n, dtype=np.int32), np.frombuffer(t_n, dtype=np.int64))
-    _csr(sections, "tit", nt_, rank[np.frombuffer(t_tid, dtype=np.int32)], rows_t, None)
-    del rows_t, t_tid
-
-    n_docs = len(c_len)
-    avg_c = sum(c_len) / n_docs if n_docs else 0.0
-    norm_c = np.array([field_norm(SECTION_B, x, avg_c) for x in c_len], dtype=np.float64)
-    rows_s = np.repeat(np.arange(n_docs, dtype=np.int32), np.frombuffer(s_n, dtype=np.int64))
-    tf = np.frombuffer(s_tf, dtype=np.int32)
-    w = tf / (tf + K1 * norm_c[rows_s])
-    _csr(sections, "sec", nt_, rank[np.frombuffer(s_tid, dtype=np.int32)], rows_s, w)
-    del w, rows_s, tf
-    sections["sec_norm"] = norm_c.tobytes()
-    sections["rec_chunk_ptr"] = narrow(np.frombuffer(rec_chunk_ptr, dtype=np.int64))
-    if inline_docs:
-        sections["docs"] = bytes(docs)
-        sections["doc_off"] = narrow(np.frombuffer(doc_off, dtype=np.int64))
-    else:
-        sections["doc_span"] = narrow(np.frombuffer(spans, dtype=np.int64))
+    del ids
+    # The order of the sections is the file's layout: keep it.
+    sections = _term_table(terms)
+    sections.update(_record_postings(recs, rank, len(terms)))
+    sections.update(_section_postings(secs, rank, len(terms)))
+    sections.update(_document_sections(recs, secs, inline_docs=inline_docs))
     facts = {
         "records": n,
-        "chunks": n_docs,
-        "terms": nt_,
+        "chunks": len(secs.length),
+        "terms": len(terms),
         "unknown_idf": idf(n, 0),
     }
     return sections, facts
