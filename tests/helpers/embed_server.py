@@ -39,6 +39,7 @@ class EmbedServer:
     reject_marker: str | None = None  # a batch with a text containing it gets HTTP 400
     redirect_to: str | None = None  # answer 307 to this URL
     garbage: bool = False  # answer 200 with a non-JSON body
+    require_key: str | None = None  # answer 401 unless `Authorization: Bearer <it>`
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -78,6 +79,11 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
                 )
             if state.redirect_to is not None:
                 self._send(307, b"", {"Location": state.redirect_to + self.path})
+                return
+            if state.require_key and self.headers.get("Authorization") != (
+                f"Bearer {state.require_key}"
+            ):
+                self._send(401, b'{"error":"missing or wrong API key"}')
                 return
             if state.garbage:
                 self._send(200, b"<html>not json</html>")

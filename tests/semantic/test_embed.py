@@ -103,6 +103,11 @@ def test_rejected_batch_is_skipped_and_the_rest_lands(
         assert "batch 2" in err and "rejected and skipped" in err and "HTTP 400" in err
         vf = VectorFile.open(vectors_path(root, read_current(root), "tiny-ngrams"))
         assert vf.present() == 130 - 64  # batches 1 and 3 landed
+        # doctor says how many, and that hybrid still ranks the others by their words.
+        assert main(["doctor", "--dir", str(root)]) == 0
+        out = capsys.readouterr().out
+        assert "semantic vectors: 66/130 chunks embedded with tiny-ngrams" in out
+        assert "by their words only" in out
         # Once the provider accepts it, only the rejected batch is sent again.
         s.reject_marker = None
         s.requests.clear()
@@ -121,6 +126,10 @@ def test_unreachable_provider_does_not_fail_index(
     assert "unreachable" in err and "cce knowledge embed" in err
     assert read_current(root)  # the store is there
     assert main(["knowledge", "embed", "--dir", str(root)]) == 1
+    err = capsys.readouterr().err
+    # `embed` itself does not tell the user to run `embed` to finish the job.
+    assert "run `cce knowledge embed` again once that is fixed" in err
+    assert "finishes the job" not in err
 
 
 def test_store_bytes_identical_with_and_without_semantic(

@@ -247,6 +247,34 @@ def test_status_doctor_show_semantic(
     main(["doctor", "--dir", str(embedded)])
     out = capsys.readouterr().out
     assert "vectors made with tiny-ngrams are present, but the configured model is another" in out
+    from cce_knowledge.semantic.vectors import vectors_path
+    from cce_knowledge.store.store_file import read_current
+
+    # The advisory names the file to delete.
+    assert f"delete {vectors_path(embedded, read_current(embedded), 'tiny-ngrams')}" in out
+    assert "semantic vectors: none for another yet — run `cce knowledge embed`" in out
+    assert main(["knowledge", "status", "--dir", str(embedded), "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert "vectors        : none yet — run `cce knowledge embed`" in out and "0/0" not in out
+
+
+def test_a_held_back_key_is_named_in_the_note(
+    embedded: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers.embed_server import embed_server
+
+    q = REWORDED[0]
+    assert _weight(embedded, q) > 0  # the query needs the provider
+    monkeypatch.setenv("CCE_EMBED_API_KEY", "sk-held-back-123")
+    with embed_server(require_key="sk-held-back-123") as locked:
+        write_config(embedded, "openai", locked.url)
+        _out, err = _search(embedded, q, "hybrid", capsys)
+        assert "HTTP 401" in err and "CCE_ALLOW_INSECURE_HTTP=1" in err
+        assert "sk-held-back-123" not in err
+        monkeypatch.setenv("CCE_ALLOW_INSECURE_HTTP", "1")
+        _out, err = _search(embedded, q, "hybrid", capsys)
+        assert "note:" not in err
+        assert locked.requests[-1]["authorization"] == "Bearer sk-held-back-123"
 
 
 def test_status_json_unchanged_without_semantic(

@@ -22,7 +22,9 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
             "Show the installed knowledge store: corpus (or local ingest), snapshot,\n"
             "records/chunks, data as-of, where it was pulled from (credentials stripped),\n"
             "whether the installed bytes still match the pull record, and — best effort,\n"
-            "bounded by --timeout — whether the remote corpus has moved on."
+            "bounded by --timeout — whether the remote corpus has moved on. With semantic\n"
+            "retrieval configured (or vectors present): provider, model, vector coverage and\n"
+            "the last embed run (the provider is never contacted)."
         ),
         epilog="exit status: 0 reported, 1 no store (or it cannot be loaded), 2 usage error",
     )
@@ -74,8 +76,9 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
         description=(
             "Read-only checks of the knowledge store under --dir: contract version,\n"
             "un-redacted facets and secret-shaped record ids (shown redacted), pulled\n"
-            "bytes vs the install record, a stale derived search index, and a missing\n"
-            "native .cck accelerator.\n"
+            "bytes vs the install record, a stale derived search index, a missing\n"
+            "native .cck accelerator, and (when configured) semantic vectors missing or\n"
+            "made with another model than knowledge.semantic's.\n"
             "Exit 1 only on definite corruption; advisories keep exit 0."
         ),
         epilog=(

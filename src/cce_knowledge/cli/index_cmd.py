@@ -15,7 +15,8 @@ DESCRIPTION = """\
 Index a cce.knowledge/v1 NDJSON feed into the local knowledge store.
 
 Each record becomes a markdown document (`# title` + body), is redacted, split at
-its headings (markdown.max_section_tokens, default 400), embedded, and written to
+its headings (markdown.max_section_tokens, default 400), hash-embedded (the reference
+ranking's 256-d vectors; no model, no network) and written to
 ROOT/.cce/knowledge/<snapshot>.json; `current` then points at it. The snapshot id is
 the first 16 hex of the feed's sha256, so the same feed always gives the same bytes.
 
@@ -33,6 +34,11 @@ The derived search index (ROOT/.cce/knowledge/search/) is built from the new sto
 under the same lock, so the first search needs no build; its time is reported on
 stderr. Progress goes to stderr too: a bar on a terminal, a line every few seconds
 otherwise; -q/--quiet silences both.
+
+With an embedding provider configured (knowledge.semantic in .cce/config, or
+CCE_EMBED_MODEL), the chunks that have no vector yet are then sent to it for
+`--ranking hybrid` (docs/semantic.md). A provider that is down or refuses is a
+warning, never a failed index: `cce knowledge embed` finishes the job.
 
 exit status: 0 indexed, 1 refused or failed, 2 usage error"""
 

@@ -39,10 +39,10 @@ def _add_ranking(p: argparse.ArgumentParser) -> None:
         choices=_RANKINGS,
         default=None,
         help="default (record-level BM25F, ours), reference (the reference engine's "
-        "ranking, byte-exact) or hybrid (default + an embedding model's similarity where "
-        "words fall short; needs knowledge.semantic and `cce knowledge embed`, else it "
-        "says so on stderr and ranks as default); default: knowledge.ranking in "
-        ".cce/config, else default",
+        "ranking, byte-exact) or hybrid (default, fused with an embedding model's "
+        "similarity when the words match weakly — only then is the provider asked; needs "
+        "knowledge.semantic and `cce knowledge embed`, else a note on stderr and the "
+        "default's results); default: knowledge.ranking in .cce/config, else default",
     )
 
 
@@ -73,8 +73,8 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         type=_finite_float,
         default=None,
         metavar="X",
-        help="drop hits scoring below X (default: 0.05 for the default ranking; "
-        "knowledge.min_score, 0.30, for the reference ranking)",
+        help="drop hits scoring below X (default: 0.05 for the default and hybrid "
+        "rankings; knowledge.min_score, 0.30, for the reference ranking)",
     )
     sp.add_argument("--json", action="store_true", help="print hits as a JSON array")
     sp.set_defaults(func=cmd_search)
@@ -106,7 +106,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         default=None,
         metavar="X",
         help="score floor (default: --dir's knowledge.min_score or 0.30 for the "
-        "reference ranking; 0.05 for the default ranking)",
+        "reference ranking; 0.05 for the default and hybrid rankings)",
     )
     _add_ranking(ap)
     add_quiet(ap)

@@ -26,8 +26,8 @@ what changed. Vectors go to ROOT/.cce/knowledge/vectors/ (written atomically); t
 store itself is never changed. A batch the provider rejects is skipped and named;
 the vectors that came back are kept either way.
 
-exit status: 0 every chunk has a vector, 1 some are still missing or the run
-failed, 2 usage error"""
+exit status: 0 every chunk that can be sent has a vector (binary or empty chunks
+never are), 1 some are still missing or the run failed, 2 usage error"""
 
 
 def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 ]
             )
         )
-    note = missing_note(rep)
+    note = missing_note(rep, rerun=True)
     if note:
         print(f"error: {note}", file=sys.stderr)
         return 1

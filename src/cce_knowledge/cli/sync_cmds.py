@@ -171,7 +171,11 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "Fetch knowledge/v1/<corpus>/<snapshot>.cck (default: the remote `current`), verify\n"
             "its checksum, and install a byte-identical store under <dir>/.cce/knowledge/ with a\n"
             "synced.json marker. `current` moves last, so a failed pull never touches the\n"
-            "active store."
+            "active store.\n\n"
+            "With an embedding provider configured (knowledge.semantic, or CCE_EMBED_MODEL),\n"
+            "vectors the corpus published for that model are installed too, and chunks still\n"
+            "without one are embedded (a provider that is down is a warning, never a failed\n"
+            "pull; docs/semantic.md)."
         ),
         epilog=_EXIT.format(ok="installed"),
     )

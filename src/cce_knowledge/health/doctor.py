@@ -193,17 +193,24 @@ def _semantic_check(
     if st.model is not None and not st.problem:
         if st.total and st.embedded == st.total:
             r.ok(f"semantic vectors: {st.model} · {st.dim} dims · {st.embedded}/{st.total} chunks")
+        elif not st.embedded:
+            r.advisory(
+                f"semantic vectors: none for {st.model} yet — run `cce knowledge embed` "
+                "(until then hybrid ranking shows the default ranking's results)"
+            )
         else:
             r.advisory(
-                f"semantic vectors: {st.embedded}/{st.total or '?'} chunks embedded with "
-                f"{st.model} — run `cce knowledge embed` (hybrid ranking falls back to the "
-                "default until vectors exist)"
+                f"semantic vectors: {st.embedded}/{st.total} chunks embedded with "
+                f"{st.model} — run `cce knowledge embed` (hybrid ranking finds the others "
+                "by their words only)"
             )
+    from cce_knowledge.semantic.vectors import vectors_path
+
     for other in st.other_models:
         r.advisory(
             f"vectors made with {other} are present, but the configured model is "
-            f"{st.model or '(none)'} — hybrid ranking does not use them; delete them or "
-            "configure that model"
+            f"{st.model or '(none)'} — hybrid ranking does not use them; delete "
+            f"{vectors_path(root, store.snapshot, other)} or configure that model"
         )
 
 

@@ -99,8 +99,11 @@ def tool_definitions() -> list[dict[str, Any]]:
                     "ranking": {
                         "type": "string",
                         "description": (
-                            "ranking mode passed to the retrieval engine (optional; default "
-                            "is the reference hybrid ranking)"
+                            "`default` (record-level BM25F), `reference` (the reference "
+                            "engine's ranking) or `hybrid` (default plus an embedding model "
+                            "when the words match weakly; needs knowledge.semantic). "
+                            "Optional; default: knowledge.ranking in .cce/config, else "
+                            "`default`"
                         ),
                     },
                 },

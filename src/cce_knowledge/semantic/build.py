@@ -329,8 +329,9 @@ def last_run(root: str | os.PathLike[str]) -> dict[str, object] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def missing_note(rep: EmbedReport) -> str | None:
-    """The warning for a run that left chunks without vectors (None when complete)."""
+def missing_note(rep: EmbedReport, *, rerun: bool = False) -> str | None:
+    """The warning for a run that left chunks without vectors (None when complete).
+    `rerun`: the run was `cce knowledge embed` itself, so say to run it again."""
     if rep.pending <= 0:
         return None
     why = []
@@ -341,10 +342,12 @@ def missing_note(rep: EmbedReport) -> str | None:
     if rep.unsendable:
         why.append(f"{rep.unsendable} chunk(s) binary or empty, never sent")
     reason = "; ".join(why) or "not embedded"
-    return (
-        f"{rep.pending} of {rep.total} chunks have no vector ({reason}); "
-        "`cce knowledge embed` finishes the job"
+    then = (
+        "run `cce knowledge embed` again once that is fixed"
+        if rerun
+        else "`cce knowledge embed` finishes the job"
     )
+    return f"{rep.pending} of {rep.total} chunks have no vector ({reason}); {then}"
 
 
 def embed_after_build(

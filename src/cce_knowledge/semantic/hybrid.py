@@ -221,7 +221,9 @@ def hybrid_search(
     try:
         qv = state.provider.embed([cut_utf8(query)])[0]
     except ProviderError as e:
-        return fallback(f"embedding the query failed: {e.message}")
+        # Say so when the key was held back: a 401 alone would not tell the user why.
+        held = f"; {state.provider.key_note}" if state.provider.key_note else ""
+        return fallback(f"embedding the query failed: {e.message}{held}")
     if len(qv) != state.vf.meta.dim:
         return fallback(
             f"{cfg.model} answered {len(qv)} dimensions, the vectors have {state.vf.meta.dim}"

@@ -36,9 +36,11 @@ class SemanticStatus:
         out = [f"  semantic       : {prov}"]
         if self.problem:
             out.append(f"  vectors        : - ({self.problem})")
+        elif self.model is not None and self.dim:
+            out.append(f"  vectors        : {self.embedded}/{self.total} chunks · {self.dim} dims")
         elif self.model is not None:
-            dim = f"{self.dim} dims" if self.dim else "no vectors yet"
-            out.append(f"  vectors        : {self.embedded}/{self.total} chunks · {dim}")
+            # No vectors file for this model: the chunk count is not known here.
+            out.append("  vectors        : none yet — run `cce knowledge embed`")
         if self.last_run_requests is not None:
             out.append(
                 f"  last embed run : {self.last_run_requests} request(s) ({self.last_run_model})"
