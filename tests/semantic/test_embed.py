@@ -188,3 +188,27 @@ def test_config_rules(tmp_path: Path) -> None:
         assert f"{root / '.cce' / 'config'}: knowledge.semantic" in str(
             settings.knowledge.semantic_problem
         )
+
+
+def test_binary_chunks_never_keep_doctor_advising(
+    tmp_path: Path, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    feed = tmp_path / "f.jsonl"
+    recs = [_rec("r:1", "Retry policy", "retry with backoff"), _rec("r:2", "Blob", "a\x00b")]
+    feed.write_text("\n".join(recs) + "\n", encoding="utf-8")
+    root = tmp_path / "r"
+    write_config(root, "ollama", server.url)
+    assert index(root, feed) == 0
+    capsys.readouterr()
+    assert main(["knowledge", "embed", "--dir", str(root)]) == 0
+    assert "1/2 chunks (1 binary or empty, never sent)" in capsys.readouterr().out
+    # Nothing more can be embedded, so doctor is satisfied and says why one is missing.
+    assert main(["doctor", "--dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  ok        semantic vectors: tiny-ngrams · 64 dims · 1/2 chunks "
+        "(1 binary or empty, never sent)" in out
+    )
+    assert "advisory  semantic" not in out
+    assert main(["knowledge", "status", "--dir", str(root), "--offline", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["semantic"]["unsendable"] == 1

@@ -84,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
                     f"Embedded knowledge in {args.dir}",
                     f"  provider  : {cfg.provider} ({rep.model})",
                     f"  dimension : {rep.dim if rep.dim is not None else '-'}",
-                    f"  vectors   : {rep.embedded}/{rep.total} chunks",
+                    f"  vectors   : {rep.embedded}/{rep.total} chunks"
+                    + (
+                        f" ({rep.unsendable} binary or empty, never sent)" if rep.unsendable else ""
+                    ),
                     f"  this run  : {rep.new} embedded, {rep.reused} reused, "
                     f"{rep.requests} request(s)",
                 ]

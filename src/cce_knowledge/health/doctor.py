@@ -191,8 +191,11 @@ def _semantic_check(
     if st.problem:
         r.advisory(f"semantic retrieval: {st.problem}")
     if st.model is not None and not st.problem:
-        if st.total and st.embedded == st.total:
-            r.ok(f"semantic vectors: {st.model} · {st.dim} dims · {st.embedded}/{st.total} chunks")
+        if st.complete():
+            r.ok(
+                f"semantic vectors: {st.model} · {st.dim} dims · {st.embedded}/{st.total} "
+                f"chunks{st.never_sent()}"
+            )
         elif not st.embedded:
             r.advisory(
                 f"semantic vectors: none for {st.model} yet — run `cce knowledge embed` "

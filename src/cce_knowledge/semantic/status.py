@@ -22,10 +22,20 @@ class SemanticStatus:
     last_run_model: str | None
     #: models of other vectors files for this snapshot (made with another model)
     other_models: list[str] = field(default_factory=list)
+    #: chunks that are never sent (binary or empty), as the last embed run of this
+    #: snapshot and model counted them (0 when no such run is recorded)
+    unsendable: int = 0
     problem: str | None = None  # a config error, or vectors that cannot be read
 
     def to_json_obj(self) -> dict[str, Any]:
         return asdict(self)
+
+    def complete(self) -> bool:
+        """Every chunk that can be sent has a vector of the configured model."""
+        return bool(self.total) and self.embedded + self.unsendable >= self.total
+
+    def never_sent(self) -> str:
+        return f" ({self.unsendable} binary or empty, never sent)" if self.unsendable else ""
 
     def lines(self) -> list[str]:
         """`key : value` lines for the human reports."""
@@ -37,7 +47,10 @@ class SemanticStatus:
         if self.problem:
             out.append(f"  vectors        : - ({self.problem})")
         elif self.model is not None and self.dim:
-            out.append(f"  vectors        : {self.embedded}/{self.total} chunks · {self.dim} dims")
+            out.append(
+                f"  vectors        : {self.embedded}/{self.total} chunks · {self.dim} dims"
+                + self.never_sent()
+            )
         elif self.model is not None:
             # No vectors file for this model: the chunk count is not known here.
             out.append("  vectors        : none yet — run `cce knowledge embed`")
@@ -104,4 +117,14 @@ def semantic_status(
         req, model = run.get("requests"), run.get("model")
         st.last_run_requests = req if isinstance(req, int) else None
         st.last_run_model = model if isinstance(model, str) else None
+        uns = run.get("unsendable")
+        if (
+            cfg is not None
+            and st.dim is not None
+            and model == cfg.model
+            and run.get("snapshot") == snapshot
+            and type(uns) is int
+            and 0 <= uns <= st.total - st.embedded
+        ):
+            st.unsendable = uns
     return st
