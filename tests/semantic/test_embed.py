@@ -172,6 +172,16 @@ def test_config_rules(tmp_path: Path) -> None:
     assert _semantic(root, {"OLLAMA_HOST": "10.0.0.2:11434"}) == SemanticSettings(
         "ollama", "http://10.0.0.2:11434", "m"
     )
+    # As Ollama reads it: no scheme means http, no host 127.0.0.1, no port 11434.
+    for host, url in (
+        ("0.0.0.0", "http://0.0.0.0:11434"),
+        (":11435", "http://127.0.0.1:11435"),
+        ("gpu-box", "http://gpu-box:11434"),
+        ("[::1]", "http://[::1]:11434"),
+        ("https://ollama.example", "https://ollama.example"),
+    ):
+        got = _semantic(root, {"OLLAMA_HOST": host})
+        assert got is not None and got.url == url, host
     for bad, field in (
         ("provider: llama\n    model: m", "provider"),
         ("provider: openai\n    model: m", "url"),

@@ -374,11 +374,25 @@ def _semantic(
 
 
 def _ollama_url(env: Mapping[str, str]) -> str:
+    """$OLLAMA_HOST read as Ollama reads it: without a scheme it is http, a missing
+    host is 127.0.0.1 and a missing port 11434 (`0.0.0.0`, `:11435`, `host:port`)."""
+    import urllib.parse
+
     host = (env.get("OLLAMA_HOST") or "").strip()
     if not host:
         return OLLAMA_DEFAULT_URL
-    # Ollama accepts `host:port` without a scheme.
-    return host if "://" in host else f"http://{host}"
+    if "://" in host:
+        return host
+    hostport, _, path = host.partition("/")
+    try:
+        parts = urllib.parse.urlsplit(f"//{hostport}")
+        port = parts.port
+    except ValueError:
+        return f"http://{host}"  # the request then names what is wrong with it
+    name = parts.hostname or "127.0.0.1"
+    if ":" in name:
+        name = f"[{name}]"
+    return f"http://{name}:{port or 11434}" + (f"/{path}" if path else "")
 
 
 def _sync_block(doc: yaml.Node | None) -> SyncSettings:
