@@ -566,6 +566,176 @@ def default_sections(
     return sections, facts
 
 
+@dataclasses.dataclass(slots=True)
+class _ReferenceRows:
+    """What the reference pass keeps per live chunk (store order; chunk j = live[j])."""
+
+    # Column per chunk (the layout written); int32 holds any count of one chunk.
+    counts: np.ndarray
+    norms: array[float] = dataclasses.field(default_factory=lambda: array("d"))
+    # Every stored embedding equals counts / norm (so the counts can stand for it).
+    exact: bool = True
+    # Byte tokens by first-seen id.
+    ids: _Ids = dataclasses.field(default_factory=_Ids)
+    # Content term rows (term, chunk, tf) and the chunk's token count.
+    tf_tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf_doc: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf_f: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    dls: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    total: int = 0
+    # Title and label tokens the content lacks (term, chunk).
+    sh_tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    sh_doc: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    # Record ids ASCII-lowercased, newline-separated, and where each chunk's starts.
+    rid_blob: bytearray = dataclasses.field(default_factory=lambda: bytearray(b"\n"))
+    rid_off: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    # Each chunk's record as a number (first-seen order).
+    rec_code: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    codes: dict[str, int] = dataclasses.field(default_factory=dict)
+    pen: bytearray = dataclasses.field(default_factory=bytearray)
+    pr: bytearray = dataclasses.field(default_factory=bytearray)
+    updated: list[str] = dataclasses.field(default_factory=list)
+
+
+def _reference_pass(view: Chunks, live: list[int], tick: Callable[[], None]) -> _ReferenceRows:
+    """The one pass over the live chunks in store order for the reference sections."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    rows = _ReferenceRows(counts=np.zeros((DIM, len(live)), dtype=np.int32))
+    for j, i in enumerate(live):
+        o, emb_text = view.head(i)
+        _add_reference_chunk(rows, j, o, emb_text)
+        tick()
+        if j % _RELEASE_EVERY == _RELEASE_EVERY - 1:
+            view.release()
+    return rows
+
+
+def _add_reference_chunk(
+    rows: _ReferenceRows, j: int, o: dict[str, Any], emb_text: bytes | None
+) -> None:
+    """Add chunk j (its members `o`, its stored embedding's text) to `rows`."""
+    get = rows.ids.__getitem__
+    # Byte tokens equal the reference tokenizer's (ASCII word runs, ASCII-lowercased),
+    # and sort the same way, so the vocabulary and every count are the same.
+    ts = tokenize_bytes(o["content"].encode("utf-8"))
+    comps = sparse_counts(ts)
+    sq = sum([x * x for x in comps.values()])
+    norm = math.sqrt(float(sq)) if sq else 1.0
+    if comps:
+        rows.counts[list(comps), j] = list(comps.values())
+    rows.norms.append(norm)
+    if rows.exact:
+        rows.exact = _embedding_exact(o, emb_text, comps, norm, embedding_json_sparse)
+    tf = Counter(ts)
+    rows.tf_tid.extend(map(get, tf))
+    rows.tf_doc.extend([j] * len(tf))
+    rows.tf_f.extend(tf.values())
+    rows.dls.append(len(ts))
+    rows.total += len(ts)
+    # Title and label tokens the content lacks: a chunk "shares" a query token when
+    # its content (tf postings) or these have it.
+    label_text = o["title"] + "".join(" " + lab for lab in o["labels"])
+    sx = set(tokenize_bytes(label_text.encode("utf-8"))).difference(tf)
+    rows.sh_tid.extend(map(get, sx))
+    rows.sh_doc.extend([j] * len(sx))
+    rid = o["record_id"]
+    rows.rid_off.append(len(rows.rid_blob))
+    rows.rid_blob += ascii_lower(rid).encode("utf-8") + b"\n"
+    rows.rec_code.append(rows.codes.setdefault(rid, len(rows.codes)))
+    rows.pen.append(1 if path_penalised(rid) else 0)
+    rows.pr.append(1 if has_pr_link(o["links"]) else 0)
+    rows.updated.append(o["updated_at"] or "")
+
+
+def _embedding_sections(
+    rows: _ReferenceRows, view: Chunks, live: list[int]
+) -> tuple[dict[str, bytes], str | None]:
+    """The chunks' embeddings: as int8 counts (`ref_cnt`, exceptions in `ref_cnt_x*`)
+    and norms (`ref_norm`) when they are exact, else dense (`ref_emb`); and the
+    `cnt` code of `ref_meta` ("b", or None when dense)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    out: dict[str, bytes] = {}
+    if not rows.exact:
+        out["ref_emb"] = _dense_embeddings(view, live).tobytes()
+        return out, None
+    # int8 per (dim, chunk); the rare count beyond ±127 goes to an exception list
+    # (its cell holds 0), so the matrix costs one byte per cell.
+    cols = rows.counts
+    big = (cols > 127) | (cols < -127)
+    xd, xc = np.nonzero(big)  # row-major: sorted by dim, then chunk
+    xptr = np.zeros(DIM + 1, dtype=np.int64)
+    np.cumsum(np.bincount(xd, minlength=DIM), out=xptr[1:])
+    xval = cols[xd, xc].astype(np.int32)
+    cols[big] = 0
+    out["ref_cnt"] = cols.astype(np.int8).tobytes()
+    out["ref_norm"] = rows.norms.tobytes()
+    if len(xd):
+        out["ref_cnt_xptr"] = xptr.tobytes()
+        out["ref_cnt_xids"] = xc.astype(np.int32).tobytes()
+        out["ref_cnt_xval"] = xval.tobytes()
+    return out, "b"
+
+
+def _token_table(terms: list[bytes]) -> tuple[bytes, bytes]:
+    """The sorted vocabulary as `ref_vocab` (newline before and after each token) and
+    `ref_vocab_off` (where each token starts)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    blob = bytearray(b"\n")
+    off = array("q")
+    for t in terms:
+        off.append(len(blob))
+        blob += t + b"\n"
+    return bytes(blob), narrow(np.frombuffer(off, dtype=np.int64))
+
+
+def _by_term(
+    tids: array[int], docs: array[int], rank: np.ndarray, n_terms: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(term, chunk) rows as postings: per-term pointers, the chunks, and the order
+    applied (to carry other per-row values along)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    # Rows were appended in ascending doc order: a stable sort by term keeps it.
+    t = rank[np.frombuffer(tids, dtype=np.int32)]
+    o = np.argsort(t, kind="stable")
+    ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(t, minlength=n_terms), out=ptr[1:])
+    return ptr, np.frombuffer(docs, dtype=np.int32)[o], o
+
+
+def _narrowest_tf(tfs: np.ndarray) -> tuple[np.ndarray, str]:
+    """Term frequencies in the narrowest type that holds them, and its type code."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    peak_tf = int(tfs.max()) if len(tfs) else 0
+    code = "B" if peak_tf < 256 else "H" if peak_tf < 65536 else "i"
+    return tfs.astype({"B": np.uint8, "H": np.uint16, "i": np.int32}[code]), code
+
+
+def _chunk_ranks(cids: list[str], updated: list[str]) -> tuple[bytes, bytes]:
+    """Each chunk's rank by chunk id (`ref_cid_rank`) and by newest `updated_at`, ties
+    by chunk id (`ref_tie_rank`)."""
+    n = len(cids)
+    by_cid = sorted(range(n), key=cids.__getitem__)
+    cid_rank = array("i", [0] * n)
+    for r, i in enumerate(by_cid):
+        cid_rank[i] = r
+    tie = by_cid[:]
+    tie.sort(key=updated.__getitem__, reverse=True)
+    tie_rank = array("i", [0] * n)
+    for r, i in enumerate(tie):
+        tie_rank[i] = r
+    return cid_rank.tobytes(), tie_rank.tobytes()
+
+
 def reference_sections(
     view: Chunks, live: list[int], live_to_doc: list[int], tick: Callable[[], None]
 ) -> dict[str, bytes]:
@@ -578,136 +748,37 @@ def reference_sections(
     cids = [all_cids[i] for i in live]
     if n == 0 or len(set(cids)) != n:
         return {}
-    # Byte tokens equal the reference tokenizer's (ASCII word runs, ASCII-lowercased),
-    # and sort the same way, so the vocabulary and every count are the same.
-    # Column per chunk (the layout written); int32 holds any count of one chunk.
-    counts = np.zeros((DIM, n), dtype=np.int32)
-    norms = array("d")
-    exact = True
-    ids = _Ids()
-    get = ids.__getitem__
-    tf_tid, tf_doc, tf_f = array("i"), array("i"), array("i")
-    sh_tid, sh_doc = array("i"), array("i")
-    dls = array("i")
-    total = 0
-    rid_blob = bytearray(b"\n")
-    rid_off = array("q")
-    rec_code = array("i")
-    codes: dict[str, int] = {}
-    pen = bytearray()
-    pr = bytearray()
-    updated: list[str] = []
-    for j, i in enumerate(live):
-        o, emb_text = view.head(i)
-        ts = tokenize_bytes(o["content"].encode("utf-8"))
-        comps = sparse_counts(ts)
-        sq = sum([x * x for x in comps.values()])
-        norm = math.sqrt(float(sq)) if sq else 1.0
-        if comps:
-            counts[list(comps), j] = list(comps.values())
-        norms.append(norm)
-        if exact:
-            exact = _embedding_exact(o, emb_text, comps, norm, embedding_json_sparse)
-        tf = Counter(ts)
-        tf_tid.extend(map(get, tf))
-        tf_doc.extend([j] * len(tf))
-        tf_f.extend(tf.values())
-        dls.append(len(ts))
-        total += len(ts)
-        # Title and label tokens the content lacks: a chunk "shares" a query token when
-        # its content (tf postings) or these have it.
-        label_text = o["title"] + "".join(" " + lab for lab in o["labels"])
-        sx = set(tokenize_bytes(label_text.encode("utf-8"))).difference(tf)
-        sh_tid.extend(map(get, sx))
-        sh_doc.extend([j] * len(sx))
-        rid = o["record_id"]
-        rid_off.append(len(rid_blob))
-        rid_blob += ascii_lower(rid).encode("utf-8") + b"\n"
-        rec_code.append(codes.setdefault(rid, len(codes)))
-        pen.append(1 if path_penalised(rid) else 0)
-        pr.append(1 if has_pr_link(o["links"]) else 0)
-        updated.append(o["updated_at"] or "")
-        tick()
-        if j % _RELEASE_EVERY == _RELEASE_EVERY - 1:
-            view.release()
-
-    sections: dict[str, bytes] = {}
-    meta: dict[str, Any] = {"n": n}
-    if exact:
-        # int8 per (dim, chunk); the rare count beyond ±127 goes to an exception list
-        # (its cell holds 0), so the matrix costs one byte per cell.
-        cols = counts
-        big = (cols > 127) | (cols < -127)
-        xd, xc = np.nonzero(big)  # row-major: sorted by dim, then chunk
-        xptr = np.zeros(DIM + 1, dtype=np.int64)
-        np.cumsum(np.bincount(xd, minlength=DIM), out=xptr[1:])
-        xval = cols[xd, xc].astype(np.int32)
-        cols[big] = 0
-        sections["ref_cnt"] = cols.astype(np.int8).tobytes()
-        sections["ref_norm"] = norms.tobytes()
-        if len(xd):
-            sections["ref_cnt_xptr"] = xptr.tobytes()
-            sections["ref_cnt_xids"] = xc.astype(np.int32).tobytes()
-            sections["ref_cnt_xval"] = xval.tobytes()
-        meta["cnt"] = "b"
-    else:
-        sections["ref_emb"] = _dense_embeddings(view, live).tobytes()
-        meta["cnt"] = None
-    del counts
-
-    terms, rank = _sorted_terms(ids)
-    blob = bytearray(b"\n")
-    off = array("q")
-    for t in terms:
-        off.append(len(blob))
-        blob += t + b"\n"
-
-    def postings(tids: array[int], docs: array[int]) -> tuple[Any, Any, Any]:
-        # Rows were appended in ascending doc order: a stable sort by term keeps it.
-        t = rank[np.frombuffer(tids, dtype=np.int32)]
-        o = np.argsort(t, kind="stable")
-        ptr = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(t, minlength=len(terms)), out=ptr[1:])
-        return ptr, np.frombuffer(docs, dtype=np.int32)[o], o
-
-    tptr, tids, o = postings(tf_tid, tf_doc)
-    tfs = np.frombuffer(tf_f, dtype=np.int32)[o]
-    peak_tf = int(tfs.max()) if len(tfs) else 0
-    meta["tf"] = "B" if peak_tf < 256 else "H" if peak_tf < 65536 else "i"
-    tfs = tfs.astype({"B": np.uint8, "H": np.uint16, "i": np.int32}[meta["tf"]])
-    sptr, sids, _ = postings(sh_tid, sh_doc)
-    meta["avgdl"] = total / n
-    meta["vocab"] = len(terms)
-
-    per_rec = Counter(rec_code)
-    by_cid = sorted(range(n), key=cids.__getitem__)
-    cid_rank = array("i", [0] * n)
-    for r, i in enumerate(by_cid):
-        cid_rank[i] = r
-    tie = by_cid[:]
-    tie.sort(key=updated.__getitem__, reverse=True)
-    tie_rank = array("i", [0] * n)
-    for r, i in enumerate(tie):
-        tie_rank[i] = r
+    rows = _reference_pass(view, live, tick)
+    # The order of the sections is the file's layout: keep it.
+    sections, cnt = _embedding_sections(rows, view, live)
+    rows.counts = np.zeros((0, 0), dtype=np.int32)  # the largest array: freed now
+    terms, rank = _sorted_terms(rows.ids)
+    vocab, vocab_off = _token_table(terms)
+    tptr, tids, o = _by_term(rows.tf_tid, rows.tf_doc, rank, len(terms))
+    tfs, tf_code = _narrowest_tf(np.frombuffer(rows.tf_f, dtype=np.int32)[o])
+    sptr, sids, _ = _by_term(rows.sh_tid, rows.sh_doc, rank, len(terms))
+    meta = {"n": n, "cnt": cnt, "tf": tf_code, "avgdl": rows.total / n, "vocab": len(terms)}
+    per_rec = Counter(rows.rec_code)
+    cid_rank, tie_rank = _chunk_ranks(cids, rows.updated)
     sections.update(
         {
             "ref_meta": json.dumps(meta, sort_keys=True).encode(),
-            "ref_vocab": bytes(blob),
-            "ref_vocab_off": narrow(np.frombuffer(off, dtype=np.int64)),
+            "ref_vocab": vocab,
+            "ref_vocab_off": vocab_off,
             "ref_tf_ptr": narrow(tptr),
             "ref_tf_ids": tids.astype(np.int32).tobytes(),
             "ref_tf": tfs.tobytes(),
             "ref_sx_ptr": narrow(sptr),
             "ref_sx_ids": sids.astype(np.int32).tobytes(),
-            "ref_dl": dls.tobytes(),
-            "ref_rid": bytes(rid_blob),
-            "ref_rid_off": narrow(np.frombuffer(rid_off, dtype=np.int64)),
-            "ref_rec": rec_code.tobytes(),
-            "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rec_code),
-            "ref_pen": bytes(pen),
-            "ref_pr": bytes(pr),
-            "ref_cid_rank": cid_rank.tobytes(),
-            "ref_tie_rank": tie_rank.tobytes(),
+            "ref_dl": rows.dls.tobytes(),
+            "ref_rid": bytes(rows.rid_blob),
+            "ref_rid_off": narrow(np.frombuffer(rows.rid_off, dtype=np.int64)),
+            "ref_rec": rows.rec_code.tobytes(),
+            "ref_multi": bytes(1 if per_rec[r] > PER_RECORD_CAP else 0 for r in rows.rec_code),
+            "ref_pen": bytes(rows.pen),
+            "ref_pr": bytes(rows.pr),
+            "ref_cid_rank": cid_rank,
+            "ref_tie_rank": tie_rank,
             "ref_doc": array("i", live_to_doc).tobytes(),
         }
     )
