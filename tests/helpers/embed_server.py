@@ -40,6 +40,7 @@ class EmbedServer:
     redirect_to: str | None = None  # answer 307 to this URL
     garbage: bool = False  # answer 200 with a non-JSON body
     require_key: str | None = None  # answer 401 unless `Authorization: Bearer <it>`
+    die_after: int | None = None  # after this many requests, hang up without answering
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -77,6 +78,10 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
                         "authorization": self.headers.get("Authorization"),
                     }
                 )
+                dead = state.die_after is not None and len(state.requests) > state.die_after
+            if dead:
+                self.close_connection = True  # no status line: the client sees a dropped peer
+                return
             if state.redirect_to is not None:
                 self._send(307, b"", {"Location": state.redirect_to + self.path})
                 return

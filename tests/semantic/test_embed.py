@@ -132,6 +132,36 @@ def test_unreachable_provider_does_not_fail_index(
     assert "finishes the job" not in err
 
 
+def test_rebuild_cut_short_keeps_the_previous_vectors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    feed = tmp_path / "f.jsonl"
+    n = MAX_BATCH * 20  # more batches than a checkpoint
+    feed.write_text("".join(_rec(f"r:{i}", f"T{i}", f"text {i}") + "\n" for i in range(n)))
+    root = tmp_path / "r"
+    assert index(root, feed) == 0
+    with embed_server() as s:
+        write_config(root, "ollama", s.url)
+        assert main(["knowledge", "embed", "--dir", str(root)]) == 0
+        path = vectors_path(root, read_current(root), "tiny-ngrams")
+        before = path.read_bytes()
+        # The provider answers 17 batches, one checkpoint's worth and more, then goes away.
+        s.requests.clear()
+        s.die_after = 17
+        capsys.readouterr()
+        assert main(["knowledge", "embed", "--dir", str(root), "--rebuild", "--json"]) == 1
+        out, err = capsys.readouterr()
+        assert path.read_bytes() == before  # not one vector of it lost
+        rep = json.loads(out)
+        assert len(s.requests) == 18 and rep["new"] == 17 * MAX_BATCH
+        assert rep["kept_previous"] is True and rep["embedded"] == n
+        assert "the previous vectors are kept" in err and "--rebuild` again" in err
+        # Once the provider is back, the rebuild goes through and replaces the file.
+        s.die_after = None
+        assert main(["knowledge", "embed", "--dir", str(root), "--rebuild"]) == 0
+        assert VectorFile.open(path).present() == n
+
+
 def test_store_bytes_identical_with_and_without_semantic(
     tmp_path: Path, server: EmbedServer
 ) -> None:

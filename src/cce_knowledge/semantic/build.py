@@ -57,6 +57,7 @@ class EmbedReport:
     failed_batches: list[str] = field(default_factory=list)
     unreachable: str | None = None
     path: str = ""
+    kept_previous: bool = False  # a --rebuild cut short left the previous file in place
 
     @property
     def missing(self) -> int:
@@ -158,9 +159,10 @@ def embed_root(
         with dir_lock(d, what="embed", wait=True):
             known, dim = ({}, None) if rebuild else _known(root_p, cfg, snapshot, None)
             rep = _new_report(cfg, snapshot, keys, texts, known, dim, out_path)
-            run = _Run(cfg, keys, known, out_path, rep)
+            run = _Run(cfg, keys, known, out_path, rep, rebuild)
             _embed_missing(run, prov, texts, say)
-            _write(run)
+            if not _keep_previous(run):
+                _write(run)
             _prune(root_p, keep=out_path.name)
             _save_last_run(d, rep)
     finally:
@@ -178,6 +180,7 @@ class _Run:
     known: dict[bytes, np.ndarray]  # grows as batches come back
     out_path: Path
     rep: EmbedReport
+    rebuild: bool = False  # write only at the end, and not if the provider went away
 
 
 def _new_report(
@@ -240,7 +243,7 @@ def _embed_missing(
                 rep.requests = prov.requests - requests0
             _accept(run, prov, batch, vecs)
             bar.advance(len(batch))
-            if (b + 1) % CHECKPOINT == 0:
+            if (b + 1) % CHECKPOINT == 0 and not run.rebuild:
                 _write(run)
 
 
@@ -275,6 +278,22 @@ def _accept(run: _Run, prov: Provider, batch: list[bytes], vecs: list[list[float
         if u is not None:
             run.known[k] = u
             rep.new += 1
+
+
+def _keep_previous(run: _Run) -> bool:
+    """A `--rebuild` the provider did not see through keeps the previous vectors file:
+    replacing it would throw away every vector the run did not get back."""
+    if not (run.rebuild and run.rep.unreachable):
+        return False
+    try:
+        vf = VectorFile.open(run.out_path)
+    except StoreError:
+        return False  # nothing usable to keep: write what came back
+    rep = run.rep
+    rep.kept_previous = True
+    rep.embedded = vf.present() if vf.meta.count == len(run.keys) else 0
+    rep.dim = vf.meta.dim
+    return True
 
 
 def _write(run: _Run) -> None:
@@ -332,6 +351,12 @@ def last_run(root: str | os.PathLike[str]) -> dict[str, object] | None:
 def missing_note(rep: EmbedReport, *, rerun: bool = False) -> str | None:
     """The warning for a run that left chunks without vectors (None when complete).
     `rerun`: the run was `cce knowledge embed` itself, so say to run it again."""
+    if rep.kept_previous:
+        return (
+            f"the rebuild did not finish (provider unreachable: {rep.unreachable}); the "
+            f"previous vectors are kept ({rep.embedded}/{rep.total} chunks): run "
+            "`cce knowledge embed --rebuild` again once that is fixed"
+        )
     if rep.pending <= 0:
         return None
     why = []
