@@ -29,37 +29,6 @@ plain_opt = st.none() | plain_texts
 floats = st.floats(allow_nan=False, allow_infinity=False)
 
 
-@st.composite
-def plain_stores(draw: st.DrawFn) -> KnowledgeStore:
-    """Stores `export_cck` accepts: finite, non-empty embeddings."""
-    chunks = [
-        KnowledgeChunk(
-            chunk_id=draw(plain_texts),
-            record_id=draw(plain_texts),
-            kind=draw(plain_texts),
-            name=draw(plain_texts),
-            start_line=draw(st.integers(0, 2**63)),
-            end_line=draw(st.integers(0, 2**64 - 1)),
-            token_count=draw(st.integers(0, 10**6)),
-            content=draw(plain_texts),
-            source=draw(plain_texts),
-            url=draw(plain_opt),
-            state=draw(plain_opt),
-            state_reason=draw(plain_opt),
-            updated_at=draw(plain_opt),
-            group=draw(plain_opt),
-            labels=draw(st.lists(plain_texts, max_size=3)),
-            title=draw(plain_texts),
-            links=draw(st.lists(plain_texts, max_size=3)),
-            embedding=draw(st.lists(floats, min_size=1, max_size=8)),
-        )
-        for _ in range(draw(st.integers(0, 4)))
-    ]
-    return KnowledgeStore(
-        draw(plain_texts), draw(st.integers(0, 2**64 - 1)), chunks, draw(plain_texts)
-    )
-
-
 # Text with non-ASCII, C0 controls (short and \u00xx escapes), quotes and backslashes.
 texts = st.text(
     st.characters(exclude_categories=["Cs"])
@@ -81,32 +50,61 @@ emb_values = st.lists(
 
 
 @st.composite
-def stores(draw: st.DrawFn, max_chunks: int = 5) -> KnowledgeStore:
-    """Hostile-ish stores: any f64 bit pattern, empty embeddings, every escape."""
+def _stores(
+    draw: st.DrawFn,
+    text: st.SearchStrategy[str],
+    opt: st.SearchStrategy[str | None],
+    line: st.SearchStrategy[int],
+    count: st.SearchStrategy[int],
+    embedding: st.SearchStrategy[list[float]],
+    max_chunks: int,
+) -> KnowledgeStore:
+    """A store of up to `max_chunks` chunks drawn field by field from the strategies."""
     chunks = [
         KnowledgeChunk(
-            chunk_id=draw(texts),
-            record_id=draw(texts),
-            kind=draw(texts),
-            name=draw(texts),
-            start_line=draw(u64),
+            chunk_id=draw(text),
+            record_id=draw(text),
+            kind=draw(text),
+            name=draw(text),
+            start_line=draw(line),
             end_line=draw(u64),
-            token_count=draw(u64),
-            content=draw(texts),
-            source=draw(texts),
+            token_count=draw(count),
+            content=draw(text),
+            source=draw(text),
             url=draw(opt),
             state=draw(opt),
             state_reason=draw(opt),
             updated_at=draw(opt),
             group=draw(opt),
-            labels=draw(st.lists(texts, max_size=3)),
-            title=draw(texts),
-            links=draw(st.lists(texts, max_size=3)),
-            embedding=draw(emb_values),
+            labels=draw(st.lists(text, max_size=3)),
+            title=draw(text),
+            links=draw(st.lists(text, max_size=3)),
+            embedding=draw(embedding),
         )
         for _ in range(draw(st.integers(0, max_chunks)))
     ]
-    return KnowledgeStore(draw(texts), draw(u64), chunks, draw(texts))
+    return KnowledgeStore(draw(text), draw(u64), chunks, draw(text))
+
+
+@st.composite
+def stores(draw: st.DrawFn, max_chunks: int = 5) -> KnowledgeStore:
+    """Hostile-ish stores: any f64 bit pattern, empty embeddings, every escape."""
+    return draw(_stores(texts, opt, u64, u64, emb_values, max_chunks))
+
+
+@st.composite
+def plain_stores(draw: st.DrawFn) -> KnowledgeStore:
+    """Stores `export_cck` accepts: finite, non-empty embeddings."""
+    return draw(
+        _stores(
+            plain_texts,
+            plain_opt,
+            st.integers(0, 2**63),
+            st.integers(0, 10**6),
+            st.lists(floats, min_size=1, max_size=8),
+            4,
+        )
+    )
 
 
 def raw_cck(store: KnowledgeStore) -> bytes:
