@@ -43,6 +43,7 @@ from cce_knowledge.config.reader import (
 from cce_knowledge.config.validate import validate_value
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.core.urls import display_url
+from cce_knowledge.engine.redaction import DEFAULT_REDACTION, Redaction
 
 if TYPE_CHECKING:
     import yaml
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 _SCHEMA_CONFIG: Any = {"use_attribute_docstrings": True}
 
 Ranking = Literal["default", "reference", "hybrid"]
-Redaction = Literal["extended", "reference"]
 Source = Literal["code", "knowledge", "both"]
 SemanticProvider = Literal["ollama", "openai"]
 
@@ -130,7 +130,7 @@ class KnowledgeSettings:
     """The cache repository of `cce knowledge push|pull`."""
     ranking: Ranking | None = None
     """Ours: the ranking `search`/`ask`/MCP use when `--ranking` is not given."""
-    redaction: Redaction = "extended"
+    redaction: Redaction = DEFAULT_REDACTION
     """Ours: the secret redaction `cce knowledge index` applies when `--redaction` is
     not given. `extended` (the default): the reference's rules plus the shapes of a
     maintained secret-scanning rule set; `reference`: the reference engine's rules
