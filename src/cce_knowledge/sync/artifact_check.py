@@ -62,7 +62,6 @@ class StoreScan:
         self.manifest = manifest
         self.chunk_ids: set[bytes] = set()
         self.record_ids: set[bytes] = set()
-        self.chunks = 0
         self._carry = b""
 
     def checked(self, parts: Iterable[bytes]) -> Iterator[bytes]:
@@ -99,13 +98,11 @@ class StoreScan:
             if end < 0:
                 end = len(region)
             value = region[start:end]
-            if unique:
-                self.chunks += 1
-                if value in seen:
-                    raise CckError(
-                        f"{self.key}: chunk id {shown(value.decode('utf-8', 'replace'))} "
-                        "appears twice — refusing to install"
-                    )
+            if unique and value in seen:
+                raise CckError(
+                    f"{self.key}: chunk id {shown(value.decode('utf-8', 'replace'))} "
+                    "appears twice — refusing to install"
+                )
             seen.add(value)
             pos = region.find(label, end)
 
