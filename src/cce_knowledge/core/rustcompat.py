@@ -17,8 +17,6 @@ RUST_WS_CHARS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + 
 )
 RUST_WS = frozenset(RUST_WS_CHARS)
 
-#: `u8::is_ascii_whitespace`: no VT (0x0B).
-
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
