@@ -258,3 +258,20 @@ def test_native_accelerator_advisory(
     monkeypatch.delenv("CCE_NATIVE")
     _, out, _ = run(tmp_path, capsys)
     assert "the native .cck accelerator is not built — install a C compiler" in out
+
+
+def test_bad_config_is_said_once_and_not_as_a_semantic_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_store(tmp_path)
+    (tmp_path / ".cce" / "config").write_text("knowledge:\n  redaction: bogus\n")
+    rc, out, err = run(tmp_path, capsys)
+    assert rc == 0, out + err
+    lines = lines_of(out)
+    assert lines[1] == "knowledge:"
+    assert lines[2].startswith(f"  advisory  {tmp_path / '.cce' / 'config'}: knowledge.redaction")
+    assert "the checks below assume the defaults" in lines[2]
+    assert sum("knowledge.redaction" in ln for ln in lines) == 1
+    assert not any("semantic retrieval" in ln for ln in lines)
+    # The store itself was still checked.
+    assert lines[3].startswith("  ok        contract cce.knowledge/v1")

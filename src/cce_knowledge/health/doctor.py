@@ -237,12 +237,22 @@ def _native_check(r: Report) -> None:
 
 
 def check_knowledge(
-    root: Path, r: Report, redact: Callable[[str], str], settings: Settings | None = None
+    root: Path,
+    r: Report,
+    redact: Callable[[str], str],
+    settings: Settings | None = None,
+    config_problem: str | None = None,
 ) -> None:
-    """`settings`: the root's (None: read where needed)."""
+    """`settings`: the root's (None: read where needed). `config_problem`: why they
+    could not be read (a bad value in .cce/config), reported once here."""
     if not (knowledge_dir(root) / "current").exists():
         return
     r.line("knowledge:")
+    if config_problem is not None:
+        r.advisory(
+            f"{config_problem} — the checks below assume the defaults; commands that read "
+            ".cce/config refuse it until it is fixed"
+        )
     try:
         store = load_current(root)
     except StoreError as e:
@@ -264,7 +274,8 @@ def check_knowledge(
     _pulled_bytes_check(root, r)
     if store is not None:
         _search_index_check(root, store, r)
-        _semantic_check(root, store, r, settings)
+        if config_problem is None:  # else the semantic settings are unknown
+            _semantic_check(root, store, r, settings)
     _native_check(r)
 
 
@@ -276,11 +287,14 @@ def run_doctor(
     from cce_knowledge.config.settings import load_settings
     from cce_knowledge.core.errors import CceError
 
-    settings: Settings | None
+    settings: Settings | None = None
+    config_problem: str | None = None
     try:
         settings = load_settings(shown, warn=False)
-    except (CceError, OSError):
-        settings = None  # a bad block of ours: each check reports what it can
+    except CceError as e:  # a bad block of ours: said once, then each check does what it can
+        config_problem = e.message
+    except OSError as e:
+        config_problem = f"{shown}/.cce/config: cannot be read ({e.strerror or e})"
     if redact is None:
         # Judge the store by the redaction it is indexed with (knowledge.redaction).
         from cce_knowledge.engine.redaction import DEFAULT_REDACTION, redactor_for
@@ -302,7 +316,7 @@ def run_doctor(
         r.line(
             f"code index: {shown}/.cce/index.json — not checked here (run the cce engine's `cce doctor`)"
         )
-    check_knowledge(rootp, r, redact, settings)
+    check_knowledge(rootp, r, redact, settings, config_problem)
     r.line(
         f"summary: 1 store checked · {r.failures} failure{_plural(r.failures)} · "
         f"{r.advisories} advisor{_plural(r.advisories, 'y', 'ies')}"
