@@ -111,9 +111,9 @@ def _known(
             dim = m.dim
         if m.dim != dim:
             continue
-        for i in range(m.count):
+        for i in vf.present_mask().nonzero()[0].tolist():
             k = vf.key(i)
-            if k != ZERO_KEY and k not in known:
+            if k not in known:
                 known[k] = vf.matrix[i].copy()
     return known, dim
 

@@ -163,8 +163,7 @@ def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticSettings) 
     if m.model != cfg.model or m.count != idx.n_chunks or m.layout != INDEX_KEY:
         state.missing_reason = "vectors do not match the store — run `cce knowledge embed`"
         return state.missing_reason
-    keys = np.frombuffer(vf.keys, dtype=np.uint8).reshape(m.count, 32)
-    present = keys.any(axis=1) if m.count else np.zeros(0, dtype=bool)
+    present = vf.present_mask()
     if not present.any():
         state.missing_reason = "no chunk has a vector yet — run `cce knowledge embed`"
         return state.missing_reason

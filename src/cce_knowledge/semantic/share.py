@@ -43,12 +43,13 @@ def outgoing_vectors(root: str | os.PathLike[str], snapshot: str) -> list[tuple[
         if snap != snapshot:
             continue
         try:
-            vf = VectorFile.open(path, verify=True)
-        except StoreError:
+            data = Path(path).read_bytes()  # read once: verified and published as is
+            vf = VectorFile(data, verify=True, where=str(path))
+        except (OSError, StoreError):
             continue
         if vf.meta.snapshot != snapshot or vf.present() == 0:
             continue
-        out.append((vf.meta.model, Path(path).read_bytes()))
+        out.append((vf.meta.model, data))
     return out
 
 
@@ -59,9 +60,8 @@ def stale_vector_keys(cache: GitCache, corpus_id: str) -> list[str]:
     doomed = []
     for key in names:
         got = parse_name(key.rsplit("/", 1)[-1])
-        if key.startswith(vectors_prefix(corpus_id) + "/") and (got is None or got[0] not in snaps):
-            if got is not None:
-                doomed.append(key)
+        if got is not None and got[0] not in snaps:
+            doomed.append(key)
     return doomed
 
 

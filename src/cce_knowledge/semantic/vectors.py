@@ -142,10 +142,16 @@ class VectorFile:
     def key(self, i: int) -> bytes:
         return bytes(self.keys[i * KEY_BYTES : (i + 1) * KEY_BYTES])
 
+    def present_mask(self) -> np.ndarray:
+        """Per row: does it carry a vector (its key is not all zero)."""
+        import numpy as np
+
+        keys = np.frombuffer(self.keys, dtype=np.uint8).reshape(self.meta.count, KEY_BYTES)
+        return np.asarray(keys.any(axis=1), dtype=bool)
+
     def present(self) -> int:
         """How many rows carry a vector."""
-        zero = ZERO_KEY
-        return sum(1 for i in range(self.meta.count) if self.key(i) != zero)
+        return int(self.present_mask().sum())
 
     @classmethod
     def open(cls, path: Path, *, verify: bool = False) -> VectorFile:
