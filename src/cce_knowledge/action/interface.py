@@ -84,6 +84,3 @@ STEP_OUTPUTS: dict[str, tuple[str, ...]] = {
     "push": ("published", "status", "snapshot", "artifact-key"),
     "pull": ("snapshot", "records", "chunks"),
 }
-
-#: Every input any step reads (the driver's CCE_IN_* environment variables).
-ALL_INPUTS = tuple(dict.fromkeys(i for ins in STEP_INPUTS.values() for i in ins))
