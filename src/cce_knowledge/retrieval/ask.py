@@ -25,6 +25,7 @@ from cce_knowledge.retrieval import (
     search_knowledge,
 )
 from cce_knowledge.retrieval.default import build_model, search_model
+from cce_knowledge.retrieval.rankings import hybrid_fallback_note
 from cce_knowledge.retrieval.searcher import Searcher
 from cce_knowledge.store.store_file import (
     display_dir,
@@ -173,8 +174,7 @@ def run_ask(
         model = None
         if rk == "hybrid":
             notes.append(
-                "hybrid ranking unavailable (it needs an installed store with vectors: "
-                "pass --dir); showing the default ranking"
+                hybrid_fallback_note("it needs an installed store with vectors: pass --dir")
             )
         if rk in ("default", "hybrid"):
             model = build_model(store.chunks)

@@ -42,3 +42,8 @@ def resolve_ranking(settings: Settings | None, cli_value: str | None) -> str:
     if settings is not None and settings.knowledge.ranking is not None:
         return settings.knowledge.ranking
     return "default"
+
+
+def hybrid_fallback_note(why: str) -> str:
+    """What `hybrid` says (stderr, MCP `_meta`) when it shows the default ranking."""
+    return f"hybrid ranking unavailable ({why}); showing the default ranking"

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import ConfigError, StoreError
-from cce_knowledge.retrieval.rankings import check_ranking, configured_min_score, resolve_ranking
+from cce_knowledge.retrieval.rankings import (
+    check_ranking,
+    configured_min_score,
+    hybrid_fallback_note,
+    resolve_ranking,
+)
 from cce_knowledge.retrieval.search_index import open_or_build, status_for
 from cce_knowledge.store.store_file import load_current, no_store_message, read_current, store_path
 
@@ -87,7 +92,7 @@ class Searcher:
     def _require_store(self) -> KnowledgeStore:
         st = self.store
         if st is None:
-            raise StoreError(_no_store(self.root))
+            raise StoreError(no_store_message(self.root))
         return st
 
     def search(
@@ -103,7 +108,7 @@ class Searcher:
         floor = configured_min_score(settings, rk) if min_score is None else min_score
         idx = self.index()
         if idx is None:
-            raise StoreError(_no_store(self.root))
+            raise StoreError(no_store_message(self.root))
         self.last_note = None
         if rk == "hybrid":
             return self._search_hybrid(idx, query, top_k, floor)
@@ -117,9 +122,7 @@ class Searcher:
         try:
             cfg = self.settings().knowledge.semantic_config()
         except ConfigError as e:
-            self.last_note = (
-                f"hybrid ranking unavailable ({e.message}); showing the default ranking"
-            )
+            self.last_note = hybrid_fallback_note(e.message)
             return idx.search_default(query, top_k, floor)
         hits, self.last_note = hybrid_search(self.root, idx, cfg, self._hybrid, query, top_k, floor)
         return hits
@@ -128,12 +131,6 @@ class Searcher:
         """Release the hybrid ranking's provider connection (if any)."""
         if self._hybrid is not None:
             self._hybrid.close()
-
-
-def _no_store(root: str | os.PathLike[str]) -> str:
-    # store_file (numpy) is imported only on this error path: a cold search of the
-    # derived index never needs it.
-    return no_store_message(root)
 
 
 def index_status(root: str | os.PathLike[str]) -> str:

@@ -188,12 +188,11 @@ def hybrid_search(
 
     from cce_knowledge.core.rustcompat import rs_trim
     from cce_knowledge.retrieval.hits import finish_hits
+    from cce_knowledge.retrieval.rankings import hybrid_fallback_note
     from cce_knowledge.semantic.provider import Provider, ProviderError
 
     def fallback(why: str) -> tuple[list[Hit], str]:
-        return idx.search_default(query, top_k, min_score), (
-            f"hybrid ranking unavailable ({why}); showing the default ranking"
-        )
+        return idx.search_default(query, top_k, min_score), hybrid_fallback_note(why)
 
     if not rs_trim(query) or top_k <= 0 or idx.n_records == 0:
         return [], None
