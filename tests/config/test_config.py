@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -229,6 +230,42 @@ def test_strict_block_errors_name_the_file_and_key(value: object, message: str) 
     with pytest.raises(ConfigError) as e:
         validate_value(value, _Endpoint, "/p/.cce/config: knowledge.x")
     assert e.value.message == f"/p/.cce/config: {message}"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [Literal["a"], Literal["extended", "reference"], Literal["a", "b", "c"], Literal["it's", "x"]],
+)
+@pytest.mark.parametrize("value", ["z", "A", "", 1, 1.5, True, None, ["a"], {"a": 1}, "a", "x"])
+def test_literal_checked_by_hand_as_pydantic_checks_it(form: object, value: object) -> None:
+    """A string Literal is checked without importing pydantic (every command reads
+    knowledge.redaction); the answer and the message are pydantic's, word for word."""
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    try:
+        want: object = TypeAdapter(form, config=ConfigDict(strict=True)).validate_python(value)
+    except ValidationError as e:
+        want = f"k: {e.errors(include_url=False, include_input=False)[0]['msg']}"
+    try:
+        got: object = validate_value(value, form, "k")
+    except ConfigError as e:
+        got = e.message
+    assert got == want
+
+
+def test_a_literal_setting_does_not_import_pydantic(tmp_path: Path) -> None:
+    write(tmp_path, "knowledge:\n  redaction: reference\n")
+    code = (
+        "import sys; from cce_knowledge.config.settings import load_settings; "
+        f"s = load_settings({str(tmp_path)!r}); "
+        "print(s.knowledge.redaction, 'pydantic' in sys.modules)"
+    )
+    env = {**os.environ, "CCE_HOME": str(tmp_path / "home")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["reference", "False"]
 
 
 def test_strict_block_values(tmp_path: Path) -> None:

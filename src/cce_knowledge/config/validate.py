@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from cce_knowledge.core.errors import ConfigError
 
@@ -22,7 +22,16 @@ def validate_value(value: Any, form: Any, where: str) -> Any:
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]}: unknown key (expected {_names(form)})")
         return form(**{k: validate_value(v, hints[k], f"{where}.{k}") for k, v in value.items()})
-    # pydantic costs ~80 ms to import: paid only when one of our blocks is present.
+    choices = get_args(form) if get_origin(form) is Literal else ()
+    if choices and all(isinstance(c, str) for c in choices):
+        # By hand (pydantic's message, word for word): `knowledge.redaction` is read by
+        # every command, and a one-word setting must not cost each one pydantic's import.
+        if isinstance(value, str) and value in choices:
+            return value
+        shown = [repr(c) for c in choices]
+        expected = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        raise ConfigError(f"{where}: Input should be {expected}")
+    # pydantic costs ~80 ms to import: paid only when one of our other blocks is present.
     from pydantic import ConfigDict, TypeAdapter, ValidationError
 
     try:
