@@ -102,10 +102,20 @@ def _s(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def _label_names(item: dict[str, Any]) -> list[str]:
+    """The names of an item's labels, in order; anything not shaped like one is skipped
+    (the API's JSON is untrusted: `labels` may be missing, null or not a list)."""
+    labels = item.get("labels")
+    return [
+        lab["name"]
+        for lab in (labels if isinstance(labels, list) else [])
+        if isinstance(lab, dict) and isinstance(lab.get("name"), str)
+    ]
+
+
 def slim_item(item: dict[str, Any]) -> dict[str, Any]:
     """The fields of an issues-list item that records are made from (same shapes)."""
     milestone = item.get("milestone")
-    labels = item.get("labels")
     d: dict[str, Any] = {
         "number": item["number"],
         "title": _s(item.get("title")),
@@ -114,11 +124,7 @@ def slim_item(item: dict[str, Any]) -> dict[str, Any]:
         "state_reason": _s(item.get("state_reason")),
         "html_url": _s(item.get("html_url")),
         "updated_at": _s(item.get("updated_at")),
-        "labels": [
-            {"name": lab["name"]}
-            for lab in (labels if isinstance(labels, list) else [])
-            if isinstance(lab, dict) and isinstance(lab.get("name"), str)
-        ],
+        "labels": [{"name": name} for name in _label_names(item)],
         "milestone": {"title": _s(milestone.get("title"))} if isinstance(milestone, dict) else None,
         "comments": item.get("comments") if isinstance(item.get("comments"), int) else None,
     }
@@ -178,12 +184,7 @@ class Mapper:
         if comments:
             ordered = sorted(comments, key=comment_order)
             body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(map(_comment, ordered))
-        raw_labels = item.get("labels")
-        labels = dedup(
-            lab["name"]
-            for lab in (raw_labels if isinstance(raw_labels, list) else [])
-            if isinstance(lab, dict) and isinstance(lab.get("name"), str)
-        )
+        labels = dedup(_label_names(item))
         milestone = item.get("milestone")
         return KnowledgeRecord(
             id=record_id(self.opts.repo, int(item["number"])),
