@@ -488,6 +488,20 @@ def test_index_help_lists_options(
     assert out.strip() in doc, "docs/cli/index.md must quote `cce knowledge index --help` verbatim"
 
 
+def test_index_help_states_the_real_record_limit(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The help spells the default out (importing the store to format it would slow every
+    # command's start): it must stay the limit ingest really applies.
+    from cce_knowledge.store.ingest import MAX_RECORD_BYTES
+
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["knowledge", "index", "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert f"(default {MAX_RECORD_BYTES} = {MAX_RECORD_BYTES >> 20} MiB)" in words
+
+
 def test_empty_feed_replaces_the_store_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
