@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from cce_knowledge.core.errors import CceError
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import GitCache, open_cache
+from cce_knowledge.sync.listing import meta_field, read_corpus_meta
 from cce_knowledge.sync.remote import Remote, RemoteCurrent, make_remote
 
 __all__ = ["GitCache", "RemoteCurrent", "open_cache", "read_remote_current"]
@@ -40,10 +39,8 @@ def read_remote_current(
 
 def _pushed_at(cache: GitCache, corpus_id: str) -> str | None:
     """corpus.json's `pushed_at`: best-effort metadata (docs/spec/sync.md §2.3)."""
-    key = K.meta_key(corpus_id)
     try:
-        meta = json.loads(cache.read_blob(key)) if cache.has(key) else None
-    except (CceError, ValueError):  # unreadable, not UTF-8, not JSON
+        meta = read_corpus_meta(cache, corpus_id)
+    except CceError:  # unreadable
         return None
-    pushed = meta.get("pushed_at") if isinstance(meta, dict) else None
-    return pushed if isinstance(pushed, str) else None
+    return meta_field(meta, "pushed_at")

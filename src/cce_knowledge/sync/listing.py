@@ -66,10 +66,22 @@ class Listing:
     corpora: list[CorpusRow]
 
 
-def _meta_field(meta: Any, key: str) -> str | None:
+def meta_field(meta: Any, key: str) -> str | None:
     if isinstance(meta, dict) and isinstance(meta.get(key), str):
         return str(meta[key])
     return None
+
+
+def read_corpus_meta(cache: GitCache, corpus_id: str) -> Any:
+    """A corpus's corpus.json parsed, or None when it is absent or not JSON: it is
+    best-effort metadata (docs/spec/sync.md §2.3), read with `meta_field`."""
+    mk = K.meta_key(corpus_id)
+    if not cache.has(mk):
+        return None
+    try:
+        return json.loads(cache.read_blob(mk))
+    except ValueError:  # not UTF-8 (UnicodeDecodeError) or not JSON
+        return None
 
 
 def corpus_row(cache: GitCache, corpus_id: str) -> CorpusRow:
@@ -77,20 +89,14 @@ def corpus_row(cache: GitCache, corpus_id: str) -> CorpusRow:
     current = None
     if cache.has(ptr):
         current = cache.read_text(ptr) or None
-    meta: Any = None
-    mk = K.meta_key(corpus_id)
-    if cache.has(mk):
-        try:
-            meta = json.loads(cache.read_blob(mk))
-        except (ValueError, UnicodeDecodeError):
-            meta = None
+    meta = read_corpus_meta(cache, corpus_id)
     return CorpusRow(
         corpus_id=corpus_id,
         current=current,
         snapshots=len(cache.list_cck(corpus_id)),
         bytes=cache.cck_bytes(corpus_id),
-        data_as_of=_meta_field(meta, "data_as_of"),
-        pushed_at=_meta_field(meta, "pushed_at"),
+        data_as_of=meta_field(meta, "data_as_of"),
+        pushed_at=meta_field(meta, "pushed_at"),
     )
 
 
