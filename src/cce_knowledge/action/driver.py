@@ -254,16 +254,12 @@ class Driver:
         """Record the failure, annotate it (escaped: one command line, whatever the
         text) and log it inside a stop-commands window."""
         self.state.failure = message
-        print(actions.annotation("error", message, title="cce-knowledge"), flush=True)
-        with actions.stop_commands(sys.stderr):
-            print(f"error: {message}", file=sys.stderr, flush=True)
+        _announce("error", message)
 
     def warn(self, message: str) -> None:
         """A warning annotation (escaped) and a summary note; the job does not fail."""
         self.state.notes.append(f"warning: {message}")
-        print(actions.annotation("warning", message, title="cce-knowledge"), flush=True)
-        with actions.stop_commands(sys.stderr):
-            print(f"warning: {message}", file=sys.stderr, flush=True)
+        _announce("warning", message)
 
     # -- pipelines (one per action) --------------------------------------------------------
     def pipeline_run(self) -> None:
@@ -583,6 +579,14 @@ def run_from_args(args: argparse.Namespace) -> int:
         flag = getattr(args, inp.replace("-", "_"), None)
         inputs[inp] = flag if flag is not None else env.get(env_name(inp), "")
     return Driver(inputs, env, step).run()
+
+
+def _announce(level: str, message: str) -> None:
+    """`message` as an annotation of `level` on stdout and as `level: message` on stderr,
+    the latter inside a stop-commands window so no line of it runs as a command."""
+    print(actions.annotation(level, message, title="cce-knowledge"), flush=True)
+    with actions.stop_commands(sys.stderr):
+        print(f"{level}: {message}", file=sys.stderr, flush=True)
 
 
 def _feed_is_empty(feed: str) -> bool:
