@@ -176,6 +176,25 @@ def test_bad_ranking_warns_naming_file_and_key(
     assert f"{root / '.cce' / 'config'}: knowledge.ranking: 'fancy'" in err
 
 
+def test_bad_ranking_and_provider_messages_list_the_choices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = write(
+        tmp_path, "knowledge:\n  ranking: fancy\n  semantic:\n    provider: bing\n    model: m\n"
+    )
+    k = load_settings(root, env={}).knowledge
+    err = capsys.readouterr().err
+    assert err.endswith(
+        "knowledge.ranking: 'fancy' is not one of default, reference, hybrid; "
+        "using the default ranking\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        k.semantic_config()
+    assert e.value.message.endswith(
+        "knowledge.semantic.provider: 'bing' is not a provider (expected ollama or openai)"
+    )
+
+
 def test_missing_file_needs_no_yaml_parser(tmp_path: Path) -> None:
     # A cold `cce knowledge search` without a config file must not pay for PyYAML.
     code = (

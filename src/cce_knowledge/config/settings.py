@@ -23,7 +23,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from cce_knowledge.config.reader import (
     Unparsable,
@@ -293,12 +293,12 @@ def _ranking(doc: yaml.Node | None, path: Path, warn: bool) -> Ranking | None:
         value = as_opt_str(blk.get("ranking")) if blk else None
     except WrongType:
         return None
-    if value in (None, "default", "reference", "hybrid"):
+    if value is None or value in get_args(Ranking):
         return value  # type: ignore[return-value]  # one of the Literal's values
     if warn:
         print(
-            f"warning: {path}: knowledge.ranking: {value!r} is not one of default, "
-            "reference, hybrid; using the default ranking",
+            f"warning: {path}: knowledge.ranking: {value!r} is not one of "
+            f"{', '.join(get_args(Ranking))}; using the default ranking",
             file=sys.stderr,
         )
     return None
@@ -355,9 +355,10 @@ def _semantic(
     if not any(raw.values()):
         return None
     provider = (raw.get("provider") or "ollama").strip()
-    if provider not in ("ollama", "openai"):
+    if provider not in get_args(SemanticProvider):
         raise ConfigError(
-            f"{where}.provider: {provider!r} is not a provider (expected ollama or openai)"
+            f"{where}.provider: {provider!r} is not a provider "
+            f"(expected {' or '.join(get_args(SemanticProvider))})"
         )
     model = (raw.get("model") or "").strip()
     if not model:
