@@ -398,6 +398,8 @@ def _bad_artifacts(store_bytes: bytes) -> dict[str, tuple[bytes, str, str]]:
         "fewer-records": (*art(records=1), "the manifest says 1 records but the chunks carry 2"),
         "duplicate-chunk": (*dup(), "appears twice"),
         "snapshot": (*art(snapshot="0123456789abcdef"), "names snapshot `0123456789abcdef`"),
+        # A manifest snapshot that would be a path out of the knowledge directory.
+        "snapshot-path": (*art(snapshot="../../escape"), "names snapshot `../../escape`"),
     }
     return {k: (a, s, why) for k, (a, s, why) in cases.items()}
 
@@ -418,7 +420,7 @@ def test_valid_checksum_bad_content_never_replaces_a_good_store(
     for name, (artifact, snap, why) in _bad_artifacts(store_bytes).items():
         # Published as `current` under the key the pull asks for (the snapshot case keeps
         # the good snapshot's key, so its manifest disagrees with it).
-        key_snap = good if name == "snapshot" else snap
+        key_snap = good if name.startswith("snapshot") else snap
         env.seed(
             {
                 f"{PREFIX}/{key_snap}.cck": artifact,

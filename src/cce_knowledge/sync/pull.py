@@ -182,14 +182,6 @@ def _mapped(source: bytes | Path) -> Iterator[Any]:
             yield mm
 
 
-def _check_manifest_snapshot(key: str, manifest: CckManifest) -> None:
-    # Never trust the manifest to name a file path outside the knowledge dir.
-    if not K.is_snapshot_id(manifest.snapshot):
-        raise SyncError(
-            f"{key}: manifest snapshot `{manifest.snapshot}` is not a 16-hex snapshot id"
-        )
-
-
 def _import_and_install(
     root: str | os.PathLike[str], key: str, data: Any, corpus_id: str, requested: str
 ) -> tuple[CckManifest, Path, str | None]:
@@ -208,7 +200,8 @@ def _import_and_install(
         manifest, strict_parts = strict_stream_store_parts(data)
     except CckError as e:
         raise CckError(f"{key}: {e.message}") from e
-    _check_manifest_snapshot(key, manifest)
+    # install's check_manifest refuses a manifest snapshot that is not the requested
+    # 16-hex id before anything is written (never a path outside the knowledge dir).
     path, installed = install(root, manifest, _keyed(key, strict_parts), corpus_id, requested, key)
     return manifest, path, installed
 
