@@ -460,6 +460,26 @@ def test_extract_stopped_by_the_rate_limit_is_a_warning_not_a_failure(tmp_path: 
     assert json.loads((tmp_path / "ck.json").read_text())["run"]["pages"] == 2
 
 
+@pytest.mark.parametrize(
+    ("raw", "empty"),
+    [
+        (b"\n  \n", True),
+        ("\u00a0\n\t\u3000\r\n".encode(), True),  # blank to the parser too
+        (b'{"id": "a"}\n', False),
+        (b"\xff\n", False),  # not blank: index names the bad line
+    ],
+)
+def test_feed_is_empty_agrees_with_the_feed_parser(tmp_path: Path, raw: bytes, empty: bool) -> None:
+    from cce_knowledge.action.driver import _feed_is_empty
+    from cce_knowledge.contract.ndjson import iter_feed
+
+    feed = tmp_path / "f.jsonl"
+    feed.write_bytes(raw)
+    assert _feed_is_empty(str(feed)) is empty
+    assert (not list(iter_feed(raw.decode("utf-8", "replace")))) is empty
+    assert _feed_is_empty(str(tmp_path / "missing.jsonl")) is False
+
+
 def test_empty_feed_fails_the_step_unless_allow_empty(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n  \n")
     p = _run_driver(tmp_path, feed="empty.jsonl", dry_run="true")

@@ -43,6 +43,7 @@ from cce_knowledge.action.interface import (  # noqa: F401 (re-exported)
 from cce_knowledge.action.push_report import PushReport, ReportError
 from cce_knowledge.action.state import RunState
 from cce_knowledge.action.summary import diff_section, render_summary
+from cce_knowledge.core.rustcompat import rs_is_blank
 
 # Tokens that must never reach a child that does not need them.
 _TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN")
@@ -591,9 +592,10 @@ def _announce(level: str, message: str) -> None:
 
 def _feed_is_empty(feed: str) -> bool:
     """True when no line of `feed` has anything but whitespace (0 records). A missing or
-    unreadable feed is not "empty": index reports it with its own error."""
+    unreadable feed is not "empty": index reports it with its own error. Blank as the
+    feed parser judges it (Unicode whitespace, e.g. U+00A0, not only ASCII)."""
     try:
         with open(feed, "rb") as f:
-            return all(not line.strip() for line in f)
+            return all(rs_is_blank(line.decode("utf-8", "replace")) for line in f)
     except OSError:
         return False
