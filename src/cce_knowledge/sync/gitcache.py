@@ -29,6 +29,7 @@ from typing import BinaryIO
 
 import git
 
+from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import file_lock
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.rustcompat import rs_trim
@@ -429,8 +430,6 @@ class GitCache:
 
         With a `label`, the commit (LFS hashing included) and the upload (git push,
         LFS objects first) report progress as `{label}: commit` / `{label}: LFS upload`."""
-        from cce_knowledge.core import progress
-
         self.fetch()
         self.reset_onto_origin()
         with progress.phase(f"{label}: commit") if label else contextlib.nullcontext():

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import compact
@@ -137,8 +138,6 @@ def file_sha256(path: Path, progress_label: str | None = None) -> str:
     with open(path, "rb") as f:
         if progress_label is None:
             return hashlib.file_digest(f, "sha256").hexdigest()
-        from cce_knowledge.core import progress
-
         h = hashlib.sha256()
         size = os.fstat(f.fileno()).st_size
         with progress.task(progress_label, total=size, unit="B") as bar:
