@@ -180,6 +180,8 @@ def test_remote_current_is_best_effort_against_a_hostile_cache(sync_env: SyncEnv
     assert got == RemoteCurrent(problem="`current` on the remote is not a snapshot id")
     assert read_remote_current(sync_env.url, "c2").problem == "no `current` pointer on the remote"
     assert read_remote_current(sync_env.url, "..").problem == "invalid corpus id `..`"
+    # status prints the problem: a control character in the id is escaped, not sent.
+    assert read_remote_current(sync_env.url, "c\x1b[2J").problem == "invalid corpus id `c\\x1b[2J`"
     gone = read_remote_current((sync_env.tmp / "gone.git").as_uri(), "c1")
     assert gone.current is None and gone.problem is not None
     assert gone.problem.startswith("unreachable (")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cce_knowledge.core.errors import CceError
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.gitcache import GitCache, open_cache
 from cce_knowledge.sync.listing import meta_field, read_corpus_meta
@@ -20,7 +21,7 @@ def read_remote_current(
     state, like the reference). If another command holds the working clone for longer
     than `lock_timeout` seconds, the answer is unknown."""
     if not K.valid_corpus_id(corpus_id):
-        return RemoteCurrent(problem=f"invalid corpus id `{corpus_id}`")
+        return RemoteCurrent(problem=f"invalid corpus id `{shown(corpus_id)}`")
     try:
         rem = remote if isinstance(remote, Remote) else make_remote(remote)
         with open_cache(rem, lock_timeout=lock_timeout) as cache:
