@@ -33,10 +33,6 @@ from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redaction import DEFAULT_REDACTION, Redaction, redactor_for
-
-if TYPE_CHECKING:
-    from cce_knowledge.retrieval.search_index import SearchBuild
-
 from cce_knowledge.store.store_file import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -47,6 +43,9 @@ from cce_knowledge.store.store_file import (
     save_store_bytes,
     writer_lock,
 )
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.search_index import SearchBuild
 
 DEFAULT_BUDGET = 400
 
