@@ -355,7 +355,6 @@ def _render_slice(bounds: tuple[int, int]) -> tuple[bytes, bytes]:
 
 def _fork_pool(workers: int) -> Any:
     """A forked worker pool (imported here: multiprocessing costs every CLI start ~12 ms)."""
-    # Lazy: multiprocessing costs ~15-45 ms; only large artifacts fork.
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
