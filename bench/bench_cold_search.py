@@ -42,7 +42,7 @@ from cce_knowledge.retrieval import Searcher
 hits = Searcher(sys.argv[1]).search(sys.argv[2], 8, ranking="reference")
 ids = [h.record_id for h in hits] if sys.argv[3] == "hits" else [sys.argv[3]]
 t0 = time.perf_counter()
-from cce_knowledge.engine.redaction import redact_for_display
+from cce_knowledge.engine.redaction.modes import redact_for_display
 shown = [redact_for_display(i) for i in ids]
 print(json.dumps({"ms": (time.perf_counter() - t0) * 1e3}))
 """
@@ -50,7 +50,7 @@ print(json.dumps({"ms": (time.perf_counter() - t0) * 1e3}))
 REDACT_FEED = """
 import json, sys, time
 from cce_knowledge.store.ingest import parse_records, render_document
-from cce_knowledge.engine.extended_redactor import redact_extended
+from cce_knowledge.engine.redaction.extended import redact_extended
 docs = [render_document(r) for r in parse_records(open(sys.argv[1], "rb").read())]
 t0 = time.process_time()
 for d in docs:

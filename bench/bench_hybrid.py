@@ -58,12 +58,12 @@ class Timed:
 def hybrid_once(searcher: Any, q: str) -> tuple[float, float]:
     """(total ms, provider ms) of one hybrid search. The searcher's provider is wrapped
     (created up front on a fresh searcher, connection not yet open) to time its request."""
-    from cce_knowledge.semantic.hybrid import HybridState
+    from cce_knowledge.semantic.hybrid import HybridRanking
     from cce_knowledge.semantic.provider import Provider
 
     if searcher._hybrid is None:
-        searcher._hybrid = HybridState()
-    st = searcher._hybrid
+        searcher._hybrid = HybridRanking()
+    st = searcher._hybrid.state
     if not isinstance(st.provider, Timed):
         cfg = searcher.settings().knowledge.semantic_config()
         st.provider, st.provider_cfg = Timed(Provider(cfg)), cfg
@@ -91,11 +91,15 @@ def main() -> int:
     if a.throughput:
         return throughput(a.root, a.limit)
 
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.contract.asksuite import parse_suite
     from cce_knowledge.retrieval.searcher import Searcher
+    from cce_knowledge.semantic.hybrid import HybridRanking
+
+    settings = load_settings(a.root)
 
     queries = [c.query for s in a.suite for c in parse_suite(Path(s).read_text()).cases]
-    s = Searcher(a.root)
+    s = Searcher(a.root, settings, hybrid=HybridRanking)
     for q in queries:
         s.search(q, 8, ranking="default")
         hybrid_once(s, q)
@@ -120,11 +124,11 @@ def main() -> int:
 
     cold_d, cold_h = [], []
     for q in queries[: a.cold_runs]:
-        fresh = Searcher(a.root)
+        fresh = Searcher(a.root, settings)
         t0 = time.perf_counter()
         fresh.search(q, 8, ranking="default")
         cold_d.append((time.perf_counter() - t0) * 1e3)
-        fresh2 = Searcher(a.root)
+        fresh2 = Searcher(a.root, settings, hybrid=HybridRanking)
         tot, prov = hybrid_once(fresh2, q)
         cold_h.append(tot - prov)
         fresh2.close()

@@ -39,7 +39,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 sys.path.insert(0, str(SRC))
 
 from cce_knowledge.core.jsonout import canonical  # noqa: E402
-from cce_knowledge.store.store_file import loads  # noqa: E402
+from cce_knowledge.store.snapshots import loads  # noqa: E402
 from cce_knowledge.sync.cck import export_cck  # noqa: E402
 
 IDENT = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",

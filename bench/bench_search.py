@@ -82,7 +82,7 @@ def _timed_process(argv: list[str], runs: int) -> tuple[float, float, int]:
 
 def _index_root(feed: Path, root: Path) -> None:
     from cce_knowledge.store.ingest import default_workers, index_feed
-    from cce_knowledge.store.store_file import save_store_bytes
+    from cce_knowledge.store.snapshots import save_store_bytes
 
     res, data = index_feed(feed.read_bytes(), 400, workers=default_workers())
     save_store_bytes(root, res.snapshot, data)
@@ -134,7 +134,7 @@ def bench_corpus(
             print(f"indexed into {root} in {time.perf_counter() - t0:.1f} s")
     from cce_knowledge.retrieval import Searcher
     from cce_knowledge.retrieval.search_index import index_path
-    from cce_knowledge.store.store_file import read_current, store_path
+    from cce_knowledge.store.snapshots import read_current, store_path
 
     snap = read_current(root)
     build_s, _, build_peak = _timed_process([sys.executable, "-c", OUR_BUILD, str(root)], 1)

@@ -144,10 +144,13 @@ class Hybrid:
     for the fusion sweep."""
 
     def __init__(self, root: Path, raw: bytes) -> None:
+        from cce_knowledge.config.settings import load_settings
         from cce_knowledge.retrieval.searcher import Searcher
+        from cce_knowledge.semantic.hybrid import HybridRanking
         from cce_knowledge.store.ingest import snapshot_id
 
-        self.searcher = Searcher(root)
+        # The bench is an edge: it loads the root's settings and hands the ranking in.
+        self.searcher = Searcher(root, load_settings(root), hybrid=HybridRanking)
         idx = self.searcher.index()
         if idx is None or idx.snapshot != snapshot_id(raw):
             raise SystemExit(f"{root}: its store is not this corpus's (index it first)")
@@ -245,10 +248,10 @@ def run_suite(
         rows.append(("hybrid (ours + vectors)", *evaluate("hybrid", hybrid.rank, cases, a.misses)))
 
     if not a.skip_reference:
-        from cce_knowledge.retrieval.search_index import FastIndex, build_bytes
+        from cce_knowledge.retrieval.search_index import SearchIndex, build_bytes
         from cce_knowledge.retrieval.searcher import Searcher
 
-        fi = FastIndex(Path("mem"), build_bytes(store), lambda: store)  # type: ignore[arg-type,return-value]
+        fi = SearchIndex(Path("mem"), build_bytes(store), lambda: store)  # type: ignore[arg-type,return-value]
         # k = 30 sections so ten distinct records are almost always present.
         rows.append(
             (

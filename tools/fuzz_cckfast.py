@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # the repository root: tests.sync
 
 from tests.helpers.cck import many, raw_cck  # noqa: E402
 
-from cce_knowledge.store.store_file import dumps  # noqa: E402
+from cce_knowledge.store.snapshots import dumps  # noqa: E402
 from cce_knowledge.sync import cck  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Write `src/cce_knowledge/engine/secret_rules.json` from the installed `detect-secrets`.
+"""Write `src/cce_knowledge/engine/redaction/secret_rules.json` from the installed `detect-secrets`.
 
 Extended redaction uses the regex plugins of Yelp's `detect-secrets` (Apache-2.0), a
 secret-scanning rule set kept up by a project in that field, as data: their patterns,

@@ -372,7 +372,7 @@ def test_err_text_reports_a_crash_by_its_last_line() -> None:
 
 
 def test_store_facts_match_the_full_loader(tmp_path: Path) -> None:
-    from cce_knowledge.store import store_file as store
+    from cce_knowledge.store import snapshots as store
 
     root = tmp_path / "root"
     p = subprocess.run(

@@ -13,7 +13,7 @@ from cce_knowledge.cli.main import main
 from cce_knowledge.retrieval import Hit
 from cce_knowledge.retrieval.ask import score_case
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import save
+from cce_knowledge.store.snapshots import save
 from tests.helpers.paths import TESTS
 
 ASK = TESTS / "vectors" / "ask"

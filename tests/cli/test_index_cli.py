@@ -19,7 +19,7 @@ import pytest
 from cce_knowledge.cli.main import main
 from cce_knowledge.core.atomic import dir_lock
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import dumps, load_current, read_current
+from cce_knowledge.store.snapshots import dumps, load_current, read_current
 from tests.helpers.paths import TESTS
 
 CURATED = TESTS / "vectors" / "knowledge" / "curated.jsonl"

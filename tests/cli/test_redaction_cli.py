@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cce_knowledge.engine.redaction import redact_for_display
-from cce_knowledge.store.store_file import knowledge_dir, read_current
+from cce_knowledge.engine.redaction.modes import redact_for_display
+from cce_knowledge.store.snapshots import knowledge_dir, read_current
 from tests.engine.test_extended_redactor import ISSUE_SHAPES, SECRET_PART
 from tests.engine.test_redactor import CASES
 from tests.helpers.sync_env import SyncEnv, cli

@@ -14,7 +14,7 @@ from cce_knowledge.cli.main import main
 from cce_knowledge.retrieval import Searcher, search_index_status, search_knowledge
 from cce_knowledge.retrieval.search_index import build_search_index, index_path, search_dir
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import save
+from cce_knowledge.store.snapshots import save
 from tests.helpers.paths import TESTS
 
 ASK_CORPUS = TESTS / "vectors" / "ask" / "corpus.knowledge.jsonl"
@@ -80,7 +80,7 @@ def test_json_output_fields(root: Path, capsys: pytest.CaptureFixture[str]) -> N
     }
     assert hits[0]["lines"] == [1, 3] and hits[0]["rank"] == 1
     # Same answer as the straightforward in-memory ranking.
-    from cce_knowledge.store.store_file import load_current
+    from cce_knowledge.store.snapshots import load_current
 
     direct = search_knowledge(load_current(root), QUERY, 8, 0.05)
     assert [h["chunk_id"] for h in hits] == [h.chunk_id for h in direct]

@@ -13,13 +13,13 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from cce_knowledge.cli.main import main
 from cce_knowledge.config import settings as settings_mod
 from cce_knowledge.config.reader import parse_retention, to_python
 from cce_knowledge.config.schema import SCHEMA_FILE, config_json_schema, config_schema_text
 from cce_knowledge.config.settings import KnowledgeSettings, load_settings
 from cce_knowledge.config.validate import validate_value
 from cce_knowledge.core.errors import ConfigError
-from cce_knowledge.sync.push import push_corpus
 from tests.helpers.paths import REPO
 from tests.helpers.sync import feed, index
 from tests.helpers.sync_env import SyncEnv
@@ -219,8 +219,8 @@ def test_push_reads_the_config_once(sync_env: SyncEnv, monkeypatch: pytest.Monke
         return real(path)
 
     monkeypatch.setattr(settings_mod, "load_document", counting)
-    res = push_corpus(root)
-    assert res.published and res.corpus_id == "c1"
+    # The whole command: the edge loads the settings and hands them down.
+    assert main(["knowledge", "push", "--dir", str(root)]) == 0
     # The project file once; the global file (for an unset sync.remote) once.
     assert reads == [root / ".cce" / "config", sync_env.tmp / "home-a" / "config.yml"]
 

@@ -200,7 +200,7 @@ def test_cosine_prefix_and_empty() -> None:
 
 
 def test_store_float_text_matches_serde_for_embeddings() -> None:
-    from cce_knowledge.store.store_file import _float_texts
+    from cce_knowledge.store.snapshots import _float_texts
 
     vals = [*hash_embed("alpha beta gamma alpha"), -0.0, 1e-6, 0.0]
     assert _float_texts(vals) == [serde_f64(x) for x in vals]
@@ -211,7 +211,7 @@ def test_store_float_text_matches_serde_for_embeddings() -> None:
 @given(st.text(max_size=400))
 def test_sparse_embedding_text_equals_dense(s: str) -> None:
     from cce_knowledge.engine.embed import dense, embed_sparse
-    from cce_knowledge.store.store_file import embedding_json, embedding_json_sparse
+    from cce_knowledge.store.snapshots import embedding_json, embedding_json_sparse
 
     b = s.encode("utf-8", "surrogatepass")
     comps = embed_sparse(b)
@@ -224,7 +224,7 @@ def test_sparse_embedding_text_equals_dense(s: str) -> None:
 @given(st.text())
 def test_store_string_encoder_equals_serde_writer(s: str) -> None:
     from cce_knowledge.core.jsonout import json_str as reference
-    from cce_knowledge.store.store_file import json_str
+    from cce_knowledge.store.snapshots import json_str
 
     assert json_str(s) == reference(s)
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ContractError
-from cce_knowledge.engine import extended_redactor as X
-from cce_knowledge.engine.extended_redactor import find_spans, redact_extended, rules
-from cce_knowledge.engine.redaction import redact_for_display, redactor_for
-from cce_knowledge.engine.redactor import redact
+from cce_knowledge.engine.redaction import extended as X
+from cce_knowledge.engine.redaction.extended import find_spans, redact_extended, rules
+from cce_knowledge.engine.redaction.modes import redact_for_display, redactor_for
+from cce_knowledge.engine.redaction.reference import redact
 from cce_knowledge.store.ingest import parse_records, render_document, render_feed
 from tests.helpers.paths import REPO, TESTS
 
@@ -111,12 +111,16 @@ def test_rules_file_matches_the_installed_detect_secrets() -> None:
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    stored = (REPO / "src" / "cce_knowledge" / "engine" / "secret_rules.json").read_text()
+    stored = (
+        REPO / "src" / "cce_knowledge" / "engine" / "redaction" / "secret_rules.json"
+    ).read_text()
     assert stored == gen.render(), "re-run `python tools/gen_secret_rules.py`"
 
 
 def test_shape_counts() -> None:
-    data = json.loads((REPO / "src" / "cce_knowledge" / "engine" / "secret_rules.json").read_text())
+    data = json.loads(
+        (REPO / "src" / "cce_knowledge" / "engine" / "redaction" / "secret_rules.json").read_text()
+    )
     counts = X.shape_counts()
     assert counts["detect-secrets"] == len(data["rules"]) >= 40
     assert counts["issue 12"] == 6

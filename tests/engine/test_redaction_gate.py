@@ -12,9 +12,8 @@ from re import _parser as sre_parse  # type: ignore[attr-defined]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cce_knowledge.engine import extended_redactor as X
-from cce_knowledge.engine.redaction import redact_for_display
-from cce_knowledge.engine.redaction_gate import (
+from cce_knowledge.engine.redaction import extended as X
+from cce_knowledge.engine.redaction.gate import (
     EXACT_NEEDLES,
     FOLDED_NEEDLES,
     PRECHECKS,
@@ -22,7 +21,8 @@ from cce_knowledge.engine.redaction_gate import (
     may_redact,
     precheck,
 )
-from cce_knowledge.engine.redactor import SPECIFIC, redact
+from cce_knowledge.engine.redaction.modes import redact_for_display
+from cce_knowledge.engine.redaction.reference import SPECIFIC, redact
 from tests.engine.test_extended_redactor import ISSUE_SHAPES
 from tests.engine.test_redactor import CASES
 
@@ -195,11 +195,11 @@ def test_shown_ids_keep_redaction() -> None:
 def test_plain_ids_are_shown_without_loading_the_redactor() -> None:
     code = (
         "import sys\n"
-        "from cce_knowledge.engine.redaction import redact_for_display\n"
+        "from cce_knowledge.engine.redaction.modes import redact_for_display\n"
         "ids = ['rfc:0114', 'rfc:3392/ja', 'tickets/2', 'ADR-0007', 'issue#1234']\n"
         "assert [redact_for_display(i) for i in ids] == ids\n"
-        "print('cce_knowledge.engine.extended_redactor' in sys.modules,"
-        " 'cce_knowledge.engine.redactor' in sys.modules)\n"
+        "print('cce_knowledge.engine.redaction.extended' in sys.modules,"
+        " 'cce_knowledge.engine.redaction.reference' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

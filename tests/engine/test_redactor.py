@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cce_knowledge.engine.redactor import is_placeholder, is_word_char, redact, scan_value
+from cce_knowledge.engine.redaction.reference import (
+    is_placeholder,
+    is_word_char,
+    redact,
+    scan_value,
+)
 
 # Secrets are assembled from fragments so this file never carries a live-looking token.
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"
@@ -326,7 +331,7 @@ _KEY_SOUP = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(_KEY_SOUP)
 def test_trie_prefix_equals_reference_alternation(s: str) -> None:
-    from cce_knowledge.engine.redactor import _PREFIX, REFERENCE_PREFIX
+    from cce_knowledge.engine.redaction.reference import _PREFIX, REFERENCE_PREFIX
 
     got = [(m.span(), m.group(1), m.group(2)) for m in _PREFIX.finditer(s)]
     want = [(m.span(), m.group(1), m.group(2)) for m in REFERENCE_PREFIX.finditer(s)]
@@ -365,7 +370,7 @@ def test_trie_prefix_equals_reference_alternation(s: str) -> None:
 )
 def test_pass1_matches_plain_table_application(s: str) -> None:
     # The probe-guarded, unrolled pass 1 equals applying the table in order blindly.
-    from cce_knowledge.engine.redactor import SPECIFIC, _generic_pass
+    from cce_knowledge.engine.redaction.reference import SPECIFIC, _generic_pass
 
     want = s
     for pat, repl in SPECIFIC:
@@ -411,7 +416,7 @@ def test_pass1_matches_plain_table_application(s: str) -> None:
     ).map("".join)
 )
 def test_key_prefilter_is_a_superset(s: str) -> None:
-    from cce_knowledge.engine.redactor import REFERENCE_PREFIX, may_have_key
+    from cce_knowledge.engine.redaction.reference import REFERENCE_PREFIX, may_have_key
 
     if REFERENCE_PREFIX.search(s):
         assert may_have_key(s)

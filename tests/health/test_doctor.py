@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from cce_knowledge.cli.main import main
-from cce_knowledge.engine.redactor import redact
+from cce_knowledge.config.settings import load_settings
+from cce_knowledge.engine.redaction.reference import redact
 from cce_knowledge.health.doctor import run_doctor
-from cce_knowledge.store import store_file as S
+from cce_knowledge.store import snapshots as S
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.sync.marker import SyncMarker, write_marker
 from tests.helpers.paths import REPO
@@ -116,7 +117,7 @@ def test_redacted_store_from_a_secret_feed_is_clean(tmp_path: Path) -> None:
     raw = feed({"id": "docs:secrets.md", "title": "Secrets", "source": "docs",
                 "body": "## Example\n\napi_key = s3cr3tK3yF0rD3m0Only123456\n"})  # fmt: skip
     make_store(tmp_path, raw)
-    outcome = run_doctor(tmp_path)
+    outcome = run_doctor(tmp_path, settings=load_settings(tmp_path))
     assert "un-redacted" not in outcome.report
     assert outcome.healthy
 
@@ -215,10 +216,10 @@ def test_derived_search_index_advisory_then_ok(tmp_path: Path) -> None:
     from cce_knowledge.retrieval import Searcher
 
     make_store(tmp_path)
-    before = run_doctor(tmp_path).report
+    before = run_doctor(tmp_path, settings=load_settings(tmp_path)).report
     assert "  advisory  derived search index is missing for snapshot" in before
     Searcher(tmp_path).search("argon2id pepper", 3)
-    after = run_doctor(tmp_path).report
+    after = run_doctor(tmp_path, settings=load_settings(tmp_path)).report
     assert "  ok        derived search index is current" in after
 
 

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cce_knowledge.cli.main import main
+from cce_knowledge.config.settings import load_settings
 from cce_knowledge.health.status import knowledge_status, lookup_remote, strip_credentials
-from cce_knowledge.store import store_file as S
+from cce_knowledge.store import snapshots as S
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.sync.marker import SyncMarker, write_marker
 from tests.helpers.paths import REPO
@@ -144,7 +145,7 @@ def test_corrupt_store_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
 def test_marker_for_another_snapshot_reads_as_local_ingest(tmp_path: Path, cce_home: Path) -> None:
     st_ = make_store(tmp_path)
     write_marker(tmp_path, SyncMarker("acme-docs", "0123456789abcdef", "c" * 64, "d" * 64))
-    status = knowledge_status(tmp_path, offline=True)
+    status = knowledge_status(tmp_path, offline=True, settings=load_settings(tmp_path))
     assert status.corpus is None
     assert status.marker_corpus == "acme-docs"
     # The marker names another snapshot than `current`: the pulled-bytes check says so

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import cce_knowledge.sync.cck as cck
 from cce_knowledge.core.jsonout import canonical
-from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
+from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
 
 
 def chunk(**kw: object) -> KnowledgeChunk:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cce_knowledge.engine.embed import hash_embed
 from cce_knowledge.engine.tokenizer import estimate_tokens
-from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
+from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
 
 # A small vocabulary so documents and queries overlap; identifiers, digits, a
 # non-ASCII word and words that are substrings of others exercise every rule.

@@ -11,7 +11,7 @@ from pathlib import Path
 import git
 
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import save
+from cce_knowledge.store.snapshots import save
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 CURATED = VECTORS / "knowledge" / "curated.jsonl"

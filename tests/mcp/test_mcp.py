@@ -19,10 +19,10 @@ import pytest
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from cce_knowledge.engine.redactor import redact
+from cce_knowledge.engine.redaction.reference import redact
 from cce_knowledge.mcp import render
 from cce_knowledge.retrieval import provenance_line, search_knowledge
-from cce_knowledge.store import store_file as S
+from cce_knowledge.store import snapshots as S
 from cce_knowledge.sync.marker import SyncMarker, write_marker
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The streamed search-index build (retrieval/index_build.py) against the in-memory one.
+"""The streamed search-index build (retrieval/search_index_build.py) against the in-memory one.
 
 With documents inline the two must write the same bytes; with documents read from the
 store (the default), every search must give the same hits. Stores are random: records
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cce_knowledge.retrieval import search_index as si
-from cce_knowledge.store.store_file import KnowledgeStore, dumps, save
+from cce_knowledge.store.snapshots import KnowledgeStore, dumps, save
 from tests.helpers.corpora import queries, stores
 
 SNAP = "0123456789abcdef"
@@ -63,8 +63,8 @@ def test_streamed_build_equals_the_in_memory_build(
         assert inline == want  # same format: the very same bytes
         mapped = b"".join(si.index_parts(path, workers=1))
         ipath = si.index_path(root, SNAP)
-        a = si.FastIndex(ipath, want, lambda: store)
-        b = si.FastIndex(ipath, mapped, lambda: store)
+        a = si.SearchIndex(ipath, want, lambda: store)
+        b = si.SearchIndex(ipath, mapped, lambda: store)
         assert b.header["docs"] == "store" and "docs" not in b.header["sections"]
         for q in qs:
             for ranking in ("default", "reference"):

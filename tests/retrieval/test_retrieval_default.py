@@ -16,7 +16,7 @@ from cce_knowledge.retrieval.default import (
     rank_records,
     search_model,
 )
-from cce_knowledge.retrieval.search_index import FastIndex, build_bytes
+from cce_knowledge.retrieval.search_index import SearchIndex, build_bytes
 from cce_knowledge.store.ingest import ingest_feed
 from tests.helpers.corpora import make_store, queries, stores
 
@@ -153,7 +153,7 @@ def test_a_record_answering_in_one_section_beats_one_spreading_the_words() -> No
 
 
 def _fast(store):  # type: ignore[no-untyped-def]
-    return FastIndex(Path("mem"), build_bytes(store, with_reference=False), lambda: store)
+    return SearchIndex(Path("mem"), build_bytes(store, with_reference=False), lambda: store)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -255,7 +255,7 @@ def test_index_layout_reaches_its_fixed_point() -> None:
         ]
     )
     data = build_bytes(store, with_reference=False)
-    fi = FastIndex(Path("mem"), data, lambda: store)
+    fi = SearchIndex(Path("mem"), data, lambda: store)
     hlen = int.from_bytes(data[8:16], "little")
     first = min(off for off, _ in fi.header["sections"].values())
     assert first == 16 + hlen + (-(16 + hlen) % 8)
@@ -280,7 +280,7 @@ def test_parallel_build_gives_the_same_bytes() -> None:
 def test_parallel_build_reports_a_failing_worker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import pytest
 
-    import cce_knowledge.retrieval.index_build as fr
+    import cce_knowledge.retrieval.search_index_build as fr
     from cce_knowledge.core.errors import StoreError
 
     def boom(*_a: object) -> dict[str, bytes]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cce_knowledge.contract.asksuite import parse_suite
-from cce_knowledge.retrieval.search_index import FastIndex, build_bytes
+from cce_knowledge.retrieval.search_index import SearchIndex, build_bytes
 from cce_knowledge.store.ingest import ingest_feed
 from tests.helpers.paths import REPO
 
@@ -45,9 +45,9 @@ UNREAD = ["rfcs-holdout5.ask.jsonl", "rfcs-holdout6.ask.jsonl"]
 
 
 @pytest.fixture(scope="module")
-def index() -> FastIndex:
+def index() -> SearchIndex:
     store = ingest_feed(gzip.decompress(CORPUS.read_bytes()), 400)
-    return FastIndex(Path("mem"), build_bytes(store), lambda: store)
+    return SearchIndex(Path("mem"), build_bytes(store), lambda: store)
 
 
 def _measure(rank: Callable[[str], list[str]], suite: str) -> tuple[float, float]:
@@ -65,7 +65,7 @@ def _measure(rank: Callable[[str], list[str]], suite: str) -> tuple[float, float
 
 
 @pytest.mark.parametrize("suite", SUITES)
-def test_default_beats_reference_with_a_margin(index: FastIndex, suite: str) -> None:
+def test_default_beats_reference_with_a_margin(index: SearchIndex, suite: str) -> None:
     d_hit, d_mrr = _measure(lambda q: [h.record_id for h in index.search(q, 10, 0.0)], suite)
     r_hit, r_mrr = _measure(
         lambda q: [h.record_id for h in index.search(q, 30, 0.0, ranking="reference")], suite

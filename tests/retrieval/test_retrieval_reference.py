@@ -13,7 +13,7 @@ from cce_knowledge.engine.ranking_primitives import BM25, bm25_idf, rrf
 from cce_knowledge.engine.tokenizer import tokenize
 from cce_knowledge.retrieval import Hit, hit_header, provenance_line, search_knowledge
 from cce_knowledge.retrieval.reference import is_code_lookup, reference_search
-from cce_knowledge.retrieval.search_index import FastIndex, build_bytes
+from cce_knowledge.retrieval.search_index import SearchIndex, build_bytes
 from cce_knowledge.store.ingest import ingest_feed
 from tests.helpers.corpora import make_store, queries, stores
 from tests.helpers.paths import TESTS
@@ -23,7 +23,7 @@ ASK_CORPUS = VECTORS / "ask" / "corpus.knowledge.jsonl"
 
 
 def _fast(store):  # type: ignore[no-untyped-def]
-    return FastIndex(Path("mem"), build_bytes(store), lambda: store)
+    return SearchIndex(Path("mem"), build_bytes(store), lambda: store)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def _rec(i: str, title: str, body: str, **kw: object) -> dict:  # type: ignore[t
 
 def test_recency_breaks_ties_newest_first() -> None:
     from cce_knowledge.retrieval.reference import finish_hits
-    from cce_knowledge.store.store_file import KnowledgeChunk
+    from cce_knowledge.store.snapshots import KnowledgeChunk
 
     def ch(cid: str, upd: str | None) -> KnowledgeChunk:
         return KnowledgeChunk(cid, "r" + cid, "k", "n", 1, 1, 1, "c", "s", updated_at=upd)

@@ -12,8 +12,8 @@ from cce_knowledge.config.settings import SemanticSettings, load_settings
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.semantic import build as B
 from cce_knowledge.semantic.provider import MAX_BATCH
-from cce_knowledge.semantic.vectors import VectorFile, list_files, vectors_path
-from cce_knowledge.store.store_file import read_current
+from cce_knowledge.store.snapshots import read_current
+from cce_knowledge.store.vectors import VectorFile, list_files, vectors_path
 from tests.helpers.embed_server import EmbedServer, embed_server, ngram_vector
 
 from .conftest import FEED, index, write_config

@@ -14,9 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cce_knowledge.cli.main import main
+from cce_knowledge.config.settings import load_settings
 from cce_knowledge.retrieval.searcher import Searcher
-from cce_knowledge.semantic.hybrid import Fusion, dense_records, dense_weight, fuse
-from cce_knowledge.store.store_file import load_current
+from cce_knowledge.semantic.hybrid import (
+    Fusion,
+    HybridRanking,
+    dense_records,
+    dense_weight,
+    fuse,
+)
+from cce_knowledge.store.snapshots import load_current
 from tests.helpers.embed_server import EmbedServer
 
 from .conftest import write_config
@@ -194,9 +201,19 @@ def test_dense_records_best_chunk_and_missing_rows() -> None:
 
 
 def test_searcher_without_semantic_block_is_unchanged(indexed: Path) -> None:
-    s = Searcher(indexed)
+    s = Searcher(indexed, load_settings(indexed), hybrid=HybridRanking)
     hits = s.search(QUERIES[0], 5, ranking="hybrid")
     assert s.last_note is not None and [h.chunk_id for h in hits] == [
+        h.chunk_id for h in s.search(QUERIES[0], 5, ranking="default")
+    ]
+
+
+def test_a_searcher_given_no_hybrid_ranking_falls_back_with_a_note(indexed: Path) -> None:
+    # retrieval/ cannot import semantic/: the edge hands the ranking in, or there is none.
+    s = Searcher(indexed, load_settings(indexed))
+    hits = s.search(QUERIES[0], 5, ranking="hybrid")
+    assert s.last_note is not None and "no hybrid ranking" in s.last_note
+    assert [h.chunk_id for h in hits] == [
         h.chunk_id for h in s.search(QUERIES[0], 5, ranking="default")
     ]
 
@@ -247,8 +264,8 @@ def test_status_doctor_show_semantic(
     main(["doctor", "--dir", str(embedded)])
     out = capsys.readouterr().out
     assert "vectors made with tiny-ngrams are present, but the configured model is another" in out
-    from cce_knowledge.semantic.vectors import vectors_path
-    from cce_knowledge.store.store_file import read_current
+    from cce_knowledge.store.snapshots import read_current
+    from cce_knowledge.store.vectors import vectors_path
 
     # The advisory names the file to delete.
     assert f"delete {vectors_path(embedded, read_current(embedded), 'tiny-ngrams')}" in out
@@ -315,5 +332,5 @@ def test_long_answer_lists_are_not_cut_to_the_pools(tmp_path: Path, server: Embe
         )
     )
     assert index(root, feed) == 0
-    s = Searcher(root)
+    s = Searcher(root, load_settings(root), hybrid=HybridRanking)
     assert len(s.search("retry policy", 50, ranking="hybrid")) == 50 and s.last_note is None

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cce_knowledge.semantic.share import vectors_key
-from cce_knowledge.semantic.vectors import VectorFile, vectors_path
-from cce_knowledge.store.store_file import read_current
+from cce_knowledge.store.snapshots import read_current
+from cce_knowledge.store.vectors import VectorFile, vectors_path
+from cce_knowledge.sync.vector_share import vectors_key
 from tests.helpers.embed_server import EmbedServer
 from tests.helpers.sync import bare_file, bare_ls, feed
 from tests.helpers.sync_env import SyncEnv, cli

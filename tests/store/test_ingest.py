@@ -14,7 +14,7 @@ from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ContractError
 from cce_knowledge.engine.embed import hash_embed
 from cce_knowledge.engine.markdown import chunk_markdown
-from cce_knowledge.engine.redactor import redact
+from cce_knowledge.engine.redaction.reference import redact
 from cce_knowledge.store.ingest import (
     UTF8_ERROR,
     _segments,
@@ -23,7 +23,7 @@ from cce_knowledge.store.ingest import (
     render_document,
     snapshot_id,
 )
-from cce_knowledge.store.store_file import dumps, loads
+from cce_knowledge.store.snapshots import dumps, loads
 from tests.helpers.paths import TESTS
 
 CURATED = (TESTS / "vectors" / "knowledge" / "curated.jsonl").read_bytes()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cce_knowledge.health.status import store_facts
 from cce_knowledge.mcp.render import compact_body
-from cce_knowledge.store import store_file as S
+from cce_knowledge.store import snapshots as S
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.view import LoadedView, StoreView, open_view
 

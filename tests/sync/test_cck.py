@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import KnowledgeStore, dumps
+from cce_knowledge.store.snapshots import KnowledgeStore, dumps
 from cce_knowledge.sync.cck import (
     PHASE_A_REFUSAL,
     CckError,

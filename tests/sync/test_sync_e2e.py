@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import save
-from cce_knowledge.sync.cache import read_remote_current
+from cce_knowledge.store.snapshots import save
+from cce_knowledge.sync.listing import read_remote_current
 from tests.helpers.paths import TESTS
 from tests.helpers.sync import CURATED, bare_file, bare_ls, feed, index, refs, store_files
 from tests.helpers.sync_env import SyncEnv, cli
@@ -443,7 +443,7 @@ def test_corrupt_pointer_and_flipped_artifact(
 
     # A flipped byte in the published artifact (committed as a plain blob).
     data = bytearray((prod / ".cce/knowledge" / f"{SNAP}.json").read_bytes())
-    from cce_knowledge.store.store_file import loads
+    from cce_knowledge.store.snapshots import loads
     from cce_knowledge.sync.cck import export_cck
 
     art = bytearray(export_cck(loads(bytes(data)), "fixture").data)
@@ -553,7 +553,7 @@ def test_plain_git_cache_without_lfs(sync_env: SyncEnv, capsys: pytest.CaptureFi
 def test_remote_pointer_lookup_never_hangs_on_a_busy_clone(
     sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cce_knowledge.sync.gitcache import open_cache
+    from cce_knowledge.sync.clone import open_cache
     from cce_knowledge.sync.remote import make_remote
 
     _push_fixture(sync_env, capsys)

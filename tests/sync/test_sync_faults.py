@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cce_knowledge.sync.cache import read_remote_current
+from cce_knowledge.sync.listing import read_remote_current
 from cce_knowledge.sync.remote import RemoteCurrent, clone_dir, make_remote
 from tests.helpers.sync import bare_file, bare_ls, clean_env, feed, index
 from tests.helpers.sync_env import SyncEnv, cli

@@ -191,7 +191,7 @@ def test_a_waiting_pull_says_it_is_waiting(
         [
             sys.executable, "-c",
             "import sys, time, pathlib\n"
-            "from cce_knowledge.store.store_file import writer_lock\n"
+            "from cce_knowledge.store.snapshots import writer_lock\n"
             "with writer_lock(sys.argv[1], 'knowledge index'):\n"
             "    print('held', flush=True)\n"
             "    while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.05)\n",
@@ -370,7 +370,7 @@ def test_lfs_object_that_is_a_fifo_never_hangs_pull(
 
 def _bad_artifacts(store_bytes: bytes) -> dict[str, tuple[bytes, str, str]]:
     """name -> (artifact with a valid checksum, its snapshot, the expected refusal)."""
-    from cce_knowledge.store.store_file import loads
+    from cce_knowledge.store.snapshots import loads
     from cce_knowledge.sync.cck import export_cck
 
     def art(corpus: str = "kn", **change: object) -> tuple[bytes, str]:

@@ -1,4 +1,4 @@
-"""In-place reads of a local cache repository (sync/localrepo.py) against real git.
+"""In-place reads of a local cache repository (sync/local_read.py) against real git.
 
 Every read is compared with what `git cat-file` says about the same repository, in
 loose and packed form; anything unusual must come back None (the clone path decides).
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cce_knowledge.sync.localrepo import LocalRepo, lfs_pointer, local_path, open_local
+from cce_knowledge.sync.local_read import LocalRepo, lfs_pointer, local_path, open_local
 
 ENV = {
     **os.environ,

@@ -26,11 +26,11 @@ import cce_knowledge.sync.cck as cck
 from cce_knowledge.core import atomic
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.rustcompat import serde_f64
-from cce_knowledge.store.store_file import KnowledgeStore, chunk_json, dumps
+from cce_knowledge.store.snapshots import KnowledgeStore, chunk_json, dumps
 from cce_knowledge.sync import accelerator, pull
 from cce_knowledge.sync.accelerator import NotCanonical, stream_store_parts
 from cce_knowledge.sync.cck import CckError
-from cce_knowledge.sync.gitcache import lfs_pointer, open_cache
+from cce_knowledge.sync.clone import lfs_pointer, open_cache
 from cce_knowledge.sync.marker import read_marker_strict
 from cce_knowledge.sync.remote import make_remote
 from tests.helpers.cck import many, mutated_artifacts, raw_cck, stores
@@ -537,7 +537,7 @@ def test_a_local_remote_is_pulled_without_a_working_clone(
 def test_a_local_lfs_cache_pulls_without_git_lfs_installed(
     sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cce_knowledge.sync import gitcache
+    from cce_knowledge.sync import clone as gitcache
 
     producer, snap = _published(sync_env, capsys)
     monkeypatch.setattr(gitcache, "lfs_available", lambda: False)

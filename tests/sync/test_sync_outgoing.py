@@ -12,7 +12,7 @@ import cce_knowledge.sync.cck as cck
 import cce_knowledge.sync.outgoing as og
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.ingest import ingest_feed
-from cce_knowledge.store.store_file import KnowledgeStore, dumps, save
+from cce_knowledge.store.snapshots import KnowledgeStore, dumps, save
 from cce_knowledge.sync.guard import digests_from_chunks, record_digests
 from tests.helpers.cck import chunk, plain_stores
 from tests.helpers.sync import CURATED

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import cce_knowledge.sync.cck as cck
 from cce_knowledge.core.jsonout import canonical
 from cce_knowledge.core.rustcompat import serde_f64
-from cce_knowledge.store.store_file import KnowledgeStore, dumps
+from cce_knowledge.store.snapshots import KnowledgeStore, dumps
 from cce_knowledge.sync.cck import CckError, export_cck
 from tests.helpers.cck import embedder_like, many, raw_cck, stores, texts, u64
 
@@ -156,7 +156,7 @@ def _store_variants(text: bytes) -> list[bytes]:
 
 def test_push_outgoing_matches_the_model_path_on_store_variants(tmp_path: Any) -> None:
     from cce_knowledge.core.errors import CceError
-    from cce_knowledge.store.store_file import save_store_bytes
+    from cce_knowledge.store.snapshots import save_store_bytes
     from cce_knowledge.sync.outgoing import outgoing_from_store
     from cce_knowledge.sync.push import _outgoing
 

@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 
 from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.errors import SyncError
-from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
+from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.init import edit_config_text
 from cce_knowledge.sync.remote import (
     NO_REMOTE_KNOWLEDGE,
     make_remote,
@@ -23,6 +22,7 @@ from cce_knowledge.sync.remote import (
     slug,
     split_userinfo,
 )
+from cce_knowledge.sync.remote_setup import edit_config_text
 
 VALID = [
     "internal-tickets",

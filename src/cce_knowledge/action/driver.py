@@ -43,7 +43,12 @@ from cce_knowledge.action.interface import (  # noqa: F401 (re-exported)
 from cce_knowledge.action.push_report import PushReport, ReportError
 from cce_knowledge.action.state import RunState
 from cce_knowledge.action.summary import diff_section, render_summary
+from cce_knowledge.config.reader import config_path
+from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.rustcompat import rs_is_blank
+from cce_knowledge.store import snapshots
+from cce_knowledge.store.view import open_view
+from cce_knowledge.sync.remote import secret_forms
 
 # Tokens that must never reach a child that does not need them.
 _TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN")
@@ -78,10 +83,8 @@ def store_facts(root: str) -> tuple[str, int, int, int, str]:
     Read through the mapped store view (no float decoding), which falls back to the
     full loader for a store not in the pinned layout.
     """
-    from cce_knowledge.store import store_file as store
-    from cce_knowledge.store.view import open_view
 
-    view = open_view(store.store_path(root, store.read_current(root)))
+    view = open_view(snapshots.store_path(root, snapshots.read_current(root)))
     return (
         view.snapshot,
         view.records,
@@ -117,7 +120,6 @@ class Driver:
         self.env = env
         self.step = step
         self.state = RunState(step=step)
-        from cce_knowledge.sync.remote import secret_forms
 
         # Every encoding a token can come back in (raw, percent-encoded, basic-auth
         # base64): each is masked in the runner's log and scrubbed from child output.
@@ -427,10 +429,7 @@ class Driver:
 
     def write_retention(self, retention: str) -> None:
         """Set knowledge.sync.retention in <root>/.cce/config, keeping the rest of the file."""
-        from ruamel.yaml import YAML
-
-        from cce_knowledge.config.reader import config_path
-        from cce_knowledge.core.atomic import atomic_write
+        from ruamel.yaml import YAML  # the round-trip parser is paid only by this edit
 
         path = config_path(self.root)
         yaml = YAML()  # round-trip: comments and other keys survive

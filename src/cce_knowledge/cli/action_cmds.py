@@ -2,6 +2,9 @@
 
 The driver itself lives in `cce_knowledge.action.driver` and is imported only when
 the command runs, so a cold `cce knowledge search` never pays for it.
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
 """
 
 from __future__ import annotations

@@ -6,8 +6,19 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from cce_knowledge.core import progress
+
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval.search_index import SearchBuild
+    from cce_knowledge.retrieval.searcher import HybridRanker
+    from cce_knowledge.store.snapshots import SearchBuild
+
+
+def hybrid_ranking() -> HybridRanker:
+    """The hybrid ranking the edge gives a `Searcher` (imported only when used: numpy
+    and the provider client cost a plain search nothing)."""
+    from cce_knowledge.semantic.hybrid import HybridRanking
+
+    return HybridRanking()
 
 
 def add_dir(p: argparse.ArgumentParser) -> None:
@@ -30,7 +41,6 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 def report_search_build(built: SearchBuild | None) -> None:
     """The search-index step's line on stderr (stdout keeps the reference's lines)."""
-    from cce_knowledge.core import progress
 
     sys.stdout.flush()
     if built is None or not built.built:

@@ -2,6 +2,9 @@
 
 argparse only at import time; each handler imports the library it needs (the
 MCP SDK in particular is heavy and only `cce mcp` pays for it).
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import sys
 from typing import Any
 
 from cce_knowledge.cli.common import add_dir
+from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.jsonout import pretty
 
 
 def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
@@ -91,16 +96,19 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from cce_knowledge.core.errors import StoreError
-    from cce_knowledge.core.jsonout import pretty
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.health.status import knowledge_status, render_status
-    from cce_knowledge.store.store_file import no_store_message, store_present
+    from cce_knowledge.store.snapshots import no_store_message, store_present
 
     if not store_present(args.dir):
         raise StoreError(no_store_message(args.dir, "no `current` snapshot installed"))
     try:
         st = knowledge_status(
-            args.dir, offline=args.offline, remote_override=args.remote, timeout=args.timeout
+            args.dir,
+            offline=args.offline,
+            remote_override=args.remote,
+            timeout=args.timeout,
+            settings=load_settings(args.dir, warn=False),
         )
     except StoreError as e:
         raise StoreError(
@@ -121,9 +129,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.settings import load_settings_or_problem
     from cce_knowledge.health.doctor import DOCTOR_FAILED, run_doctor
 
-    outcome = run_doctor(args.dir)
+    settings, problem = load_settings_or_problem(args.dir)
+    outcome = run_doctor(args.dir, settings=settings, config_problem=problem)
     sys.stdout.write(outcome.report)
     if not outcome.healthy:
         sys.stdout.flush()

@@ -1,6 +1,9 @@
 """`cce knowledge validate` and `cce knowledge manifest` (the contract commands).
 
 Light at import: argparse only; the handlers import the contract library.
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
 """
 
 from __future__ import annotations
@@ -11,6 +14,10 @@ import sys
 from typing import Any
 
 from cce_knowledge.cli.common import add_dir
+from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import CceError, UsageError
+from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.core.rustcompat import io_error_text
 
 VALIDATE_DESCRIPTION = """\
 Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests and
@@ -105,8 +112,6 @@ def github_annotation(file: str, line: int | None, column: int | None, message: 
 
 def run_validate(args: argparse.Namespace) -> int:
     from cce_knowledge.contract.validate import validate_file
-    from cce_knowledge.core.errors import UsageError
-    from cce_knowledge.core.jsonout import pretty
 
     if args.manifest is not None and len(args.files) != 1:
         raise UsageError("--manifest verifies a single feed; pass exactly one FILE")
@@ -153,7 +158,6 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_manifest(args: argparse.Namespace) -> int:
     from cce_knowledge.contract.manifest import build_manifest, feed_sha256
     from cce_knowledge.contract.ndjson import check_is_file, parse_feed_located, read_feed
-    from cce_knowledge.core.atomic import atomic_write
 
     feed = args.feed if args.dir == "." else os.path.join(args.dir, args.feed)
     check_is_file(feed)
@@ -169,9 +173,6 @@ def run_manifest(args: argparse.Namespace) -> int:
     try:
         atomic_write(out, data)
     except OSError as e:
-        from cce_knowledge.core.errors import CceError
-        from cce_knowledge.core.rustcompat import io_error_text
-
         raise CceError(f"could not write {out}: {io_error_text(e)}") from None
     print(f"wrote {out}: {len(records)} records, sha256 {feed_sha256(raw)}")
     return 0

@@ -1,13 +1,19 @@
 """`cce knowledge extract github|docs|okf` — reference adapters that emit cce.knowledge/v1.
 
 Light at import (argparse only); handlers import the adapters.
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
+
+from cce_knowledge.core.errors import UsageError
 
 _OUT_HELP = "write the feed here (atomically) instead of stdout"
 _EXIT = "exit status: 0 feed written, 1 failed (nothing written), 2 usage error"
@@ -239,7 +245,6 @@ def _summary(args: argparse.Namespace, n: int) -> None:
 
 
 def _github_options(args: argparse.Namespace) -> Any:
-    from cce_knowledge.core.errors import UsageError
     from cce_knowledge.extract.github import GitHubOptions
 
     if args.retries < 0 or args.max_wait < 0:
@@ -257,7 +262,6 @@ def _github_options(args: argparse.Namespace) -> Any:
 
 
 def _github(args: argparse.Namespace) -> int:
-    import os
 
     from cce_knowledge.extract.checkpoint import run_github
     from cce_knowledge.extract.github import Fetcher

@@ -1,6 +1,9 @@
 """`cce knowledge index FEED [--dir ROOT] [--manifest PATH] [--jobs N]`.
 
 Light at import: the handler imports the engine (tree-sitter) only when it runs.
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import sys
 from typing import Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
+from cce_knowledge.core.errors import UsageError
 
 DESCRIPTION = """\
 Index a cce.knowledge/v1 NDJSON feed into the local knowledge store.
@@ -82,7 +86,6 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from cce_knowledge.core.errors import UsageError
     from cce_knowledge.store.ingest import index_to_root
 
     if args.jobs is not None and args.jobs < 1:

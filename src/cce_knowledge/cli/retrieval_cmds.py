@@ -1,12 +1,18 @@
-"""`cce knowledge search` and `cce knowledge ask` (argparse only; the library loads in the handler)."""
+"""`cce knowledge search` and `cce knowledge ask` (argparse only; the library loads in the handler).
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir, add_quiet
+from cce_knowledge.cli.common import add_dir, add_quiet, hybrid_ranking
+from cce_knowledge.core.jsonout import pretty
 
 _RANKINGS = ("default", "reference", "hybrid")
 
@@ -22,7 +28,6 @@ def _positive_int(v: str) -> int:
 
 
 def _finite_float(v: str) -> float:
-    import math
 
     try:
         x = float(v)
@@ -120,7 +125,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.dir)
     ranking = resolve_ranking(settings, args.ranking)
-    searcher = Searcher(args.dir, settings)
+    searcher = Searcher(args.dir, settings, hybrid=hybrid_ranking)
     try:
         hits = searcher.search(args.query, args.top_k, ranking=ranking, min_score=args.min_score)
     finally:
@@ -129,8 +134,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"note: {searcher.last_note}", file=sys.stderr)
     out = sys.stdout
     if args.json:
-        from cce_knowledge.core.jsonout import pretty
-
         doc = [
             {
                 "rank": h.rank,
@@ -160,9 +163,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval.ask import regression_message, render_human, report_json, run_ask
 
-    rep = run_ask(args.suite, root=args.dir, min_score=args.min_score, ranking=args.ranking)
+    settings = None if args.dir is None else load_settings(args.dir)
+    rep = run_ask(
+        args.suite,
+        root=args.dir,
+        settings=settings,
+        min_score=args.min_score,
+        ranking=args.ranking,
+        hybrid=hybrid_ranking,
+    )
     for note in rep.notes:
         print(f"note: {note}", file=sys.stderr)
     sys.stdout.write(report_json(rep) if args.json else render_human(rep))

@@ -1,4 +1,8 @@
-"""`cce knowledge embed` (argparse only; the library loads in the handler)."""
+"""`cce knowledge embed` (argparse only; the library loads in the handler).
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet
+from cce_knowledge.core.errors import ConfigError
+from cce_knowledge.core.jsonout import pretty
 
 if TYPE_CHECKING:
     from cce_knowledge.config.settings import Settings
@@ -63,7 +69,6 @@ def embed_step(root: str, settings: Settings) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.core.errors import ConfigError
     from cce_knowledge.semantic.build import embed_root, missing_note
 
     cfg = load_settings(args.dir).knowledge.semantic_config()
@@ -74,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
         )
     rep = embed_root(args.dir, cfg, rebuild=args.rebuild, warn=warn)
     if args.json:
-        from cce_knowledge.core.jsonout import pretty
-
         print(pretty(rep.to_json()))
     else:
         print(

@@ -1,6 +1,9 @@
 """`cce knowledge push|pull` and `cce sync init|list|pull --all|verify` (argparse only here).
 
 Handlers import the sync library lazily so `cce --help` never loads GitPython.
+
+Lazy imports: each handler imports the library it runs, so `cce --help` and every
+other command load only what they use (GitPython, the MCP SDK, tree-sitter, numpy).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
+from cce_knowledge.core.jsonout import pretty
 
 if TYPE_CHECKING:
     from cce_knowledge.sync.push import PushResult
@@ -23,7 +27,6 @@ def _emit(text: str) -> None:
 
 
 def _json(obj: Any) -> None:
-    from cce_knowledge.core.jsonout import pretty
 
     _emit(pretty(obj, sort_keys=True) + "\n")
 
@@ -61,10 +64,12 @@ def _print_push_json(res: PushResult, *, dry_run: bool) -> None:
 
 
 def _push(args: argparse.Namespace) -> int:
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.sync.push import push_corpus
 
     res = push_corpus(
         args.dir,
+        settings=load_settings(args.dir),
         corpus=args.corpus,
         remote=args.remote,
         force=args.force,
@@ -113,7 +118,7 @@ def _pull(args: argparse.Namespace) -> int:
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     from cce_knowledge.cli.semantic_cmds import embed_step
-    from cce_knowledge.semantic.share import pull_published_vectors
+    from cce_knowledge.sync.vector_share import pull_published_vectors
 
     line = pull_published_vectors(args.dir, res.corpus_id, res.snapshot, args.remote, settings)
     if line:
@@ -197,9 +202,13 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from cce_knowledge.sync.init import sync_init
+    from cce_knowledge.config.settings import load_settings
+    from cce_knowledge.sync.remote_setup import sync_init
 
-    res = sync_init(args.dir, args.remote, lfs=args.lfs, repo_id=args.repo_id)
+    configured = load_settings(args.dir, warn=False).sync.repo_id
+    res = sync_init(
+        args.dir, args.remote, lfs=args.lfs, repo_id=args.repo_id, configured_repo_id=configured
+    )
     if res.backup is not None:
         print(
             f"warning: {args.dir}/.cce/config could not be parsed; the old file was kept as {res.backup}",
@@ -211,7 +220,7 @@ def _init(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.sync.gitcache import open_cache
+    from cce_knowledge.sync.clone import open_cache
     from cce_knowledge.sync.listing import list_cache, render_human, render_json
     from cce_knowledge.sync.remote import resolve_listing_remote
 
@@ -233,11 +242,13 @@ def _sync_pull(args: argparse.Namespace) -> int:
         )
     if args.into is None:
         parser.error("--all requires --into <dir>")
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval.search_index import ensure_step
     from cce_knowledge.sync.pull_all import pull_all
 
     res = pull_all(
         args.into,
+        settings=load_settings(args.into),
         remote=args.remote,
         corpus=args.corpus,
         after_install=lambda snap: ensure_step(args.into, snap),

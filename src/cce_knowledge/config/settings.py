@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import os
 import sys
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from cce_knowledge.config.choices import DEFAULT_REDACTION, Redaction
 from cce_knowledge.config.reader import (
     Unparsable,
     WrongType,
@@ -43,7 +45,6 @@ from cce_knowledge.config.reader import (
 from cce_knowledge.config.validate import validate_value
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.core.urls import display_url
-from cce_knowledge.engine.redaction import DEFAULT_REDACTION, Redaction
 
 if TYPE_CHECKING:
     import yaml
@@ -191,6 +192,17 @@ class Settings:
 EXTENSION_BLOCKS: dict[str, Any] = {"redaction": Redaction}
 
 # ------------------------------------------------------------------ reading
+
+
+def load_settings_or_problem(root: str | os.PathLike[str]) -> tuple[Settings | None, str | None]:
+    """`load_settings` for a report that goes on without settings (doctor): the settings,
+    or None and what is wrong with `.cce/config`."""
+    try:
+        return load_settings(root, warn=False), None
+    except ConfigError as e:
+        return None, e.message
+    except OSError as e:
+        return None, f"{os.fspath(root)}/.cce/config: cannot be read ({e.strerror or e})"
 
 
 def load_settings(
@@ -377,7 +389,6 @@ def _semantic(
 def _ollama_url(env: Mapping[str, str]) -> str:
     """$OLLAMA_HOST read as Ollama reads it: without a scheme it is http, a missing
     host is 127.0.0.1 and a missing port 11434 (`0.0.0.0`, `:11435`, `host:port`)."""
-    import urllib.parse
 
     host = (env.get("OLLAMA_HOST") or "").strip()
     if not host:
@@ -413,12 +424,18 @@ def _sync_block(doc: yaml.Node | None) -> SyncSettings:
     )
 
 
-def global_config_path() -> Path | None:
+def cce_home() -> Path | None:
+    """The user's cce directory: `$CCE_HOME`, else `~/.cce`; None without either."""
     home = os.environ.get("CCE_HOME")
     if home:
-        return Path(home) / "config.yml"
+        return Path(home)
     h = os.environ.get("HOME")
-    return Path(h) / ".cce" / "config.yml" if h else None
+    return Path(h) / ".cce" if h else None
+
+
+def global_config_path() -> Path | None:
+    home = cce_home()
+    return home / "config.yml" if home is not None else None
 
 
 def _global_sync() -> SyncSettings | None:

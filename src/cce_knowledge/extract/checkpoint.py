@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, file_lock
@@ -302,7 +303,6 @@ def _check_feed_unchanged(out: Path | None, expect_sha: str | None) -> None:
 
 
 def _previous_feed(out: Path) -> list[KnowledgeRecord]:
-    from cce_knowledge.contract.ndjson import parse_feed
 
     try:
         raw = out.read_bytes()

@@ -19,14 +19,17 @@ from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
+from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, redact_for_display, redactor_for
 from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
 from cce_knowledge.retrieval import search_index_status
-from cce_knowledge.store.store_file import (
+from cce_knowledge.semantic.status import semantic_status
+from cce_knowledge.store.snapshots import (
     KnowledgeStore,
     knowledge_dir,
     load_current,
     no_store_message,
 )
+from cce_knowledge.store.vectors import vectors_path
 from cce_knowledge.sync.accelerator import native
 from cce_knowledge.sync.marker import read_marker_lenient
 
@@ -109,7 +112,6 @@ def scrub_scan(store: KnowledgeStore, redact: Callable[[str], str], r: Report) -
             "tampered with); re-index the feed, and if it was pushed, re-push (a local "
             "re-index does NOT scrub the remote .cck)"
         )
-    from cce_knowledge.engine.redaction import redact_for_display
 
     for rid in sorted({redact_for_display(i) for i in dirty_ids}):
         r.advisory(
@@ -178,12 +180,9 @@ def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
     # "absent-store" cannot happen here (the store just loaded); say nothing.
 
 
-def _semantic_check(
-    root: Path, store: KnowledgeStore, r: Report, settings: Settings | None
-) -> None:
+def _semantic_check(root: Path, store: KnowledgeStore, r: Report, settings: Settings) -> None:
     """Ours (additive, silent unless configured or vectors exist): vector coverage, and
     vectors made with a model other than the configured one."""
-    from cce_knowledge.semantic.status import semantic_status
 
     st = semantic_status(root, store.snapshot, settings)
     if st is None:
@@ -207,7 +206,6 @@ def _semantic_check(
                 f"{st.model} — run `cce knowledge embed` (hybrid ranking finds the others "
                 "by their words only)"
             )
-    from cce_knowledge.semantic.vectors import vectors_path
 
     for other in st.other_models:
         r.advisory(
@@ -274,30 +272,25 @@ def check_knowledge(
     _pulled_bytes_check(root, r)
     if store is not None:
         _search_index_check(root, store, r)
-        if config_problem is None:  # else the semantic settings are unknown
+        if settings is not None:  # else the semantic settings are unknown
             _semantic_check(root, store, r, settings)
     _native_check(r)
 
 
 def run_doctor(
-    root: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None
+    root: str | os.PathLike[str],
+    *,
+    settings: Settings | None,
+    config_problem: str | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> DoctorOutcome:
-    """The whole report. Raises StoreError (exit 1) only when there is nothing to check."""
-    shown = os.fspath(root)
-    from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.core.errors import CceError
+    """The whole report. Raises StoreError (exit 1) only when there is nothing to check.
 
-    settings: Settings | None = None
-    config_problem: str | None = None
-    try:
-        settings = load_settings(shown, warn=False)
-    except CceError as e:  # a bad block of ours: said once, then each check does what it can
-        config_problem = e.message
-    except OSError as e:
-        config_problem = f"{shown}/.cce/config: cannot be read ({e.strerror or e})"
+    `settings`: the root's, loaded by the caller; None with `config_problem` when
+    `.cce/config` could not be read (said once, then each check does what it can)."""
+    shown = os.fspath(root)
     if redact is None:
         # Judge the store by the redaction it is indexed with (knowledge.redaction).
-        from cce_knowledge.engine.redaction import DEFAULT_REDACTION, redactor_for
 
         redact = redactor_for(settings.knowledge.redaction if settings else DEFAULT_REDACTION)
     rootp = Path(shown)

@@ -15,11 +15,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
-from cce_knowledge.store.store_file import read_current, store_path
+from cce_knowledge.engine.redaction.modes import redact_for_display
+from cce_knowledge.semantic.status import semantic_status
+from cce_knowledge.store.snapshots import read_current, store_path
 from cce_knowledge.store.view import open_view
 from cce_knowledge.sync.marker import (
     SyncMarker,
@@ -52,14 +54,13 @@ if TYPE_CHECKING:
 def strip_credentials(url: str) -> str:
     """A remote URL fit to print (`urls.display_url`), with any secret-shaped rest
     (a token in the path) redacted too."""
-    from cce_knowledge.engine.redaction import redact_for_display
 
     return redact_for_display(display_url(url))
 
 
 def _read_remote(remote: str, corpus_id: str) -> RemoteCurrent:
     # Lazy: GitPython costs ~60 ms of every `status`, and --offline never needs it.
-    from cce_knowledge.sync.cache import read_remote_current
+    from cce_knowledge.sync.listing import read_remote_current
 
     return read_remote_current(remote, corpus_id)
 
@@ -226,11 +227,10 @@ def knowledge_status(
     remote_override: str | None = None,
     timeout: float = DEFAULT_REMOTE_TIMEOUT,
     cache_for: float = 0.0,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> KnowledgeStatus:
-    """Describe the active store. Raises StoreError when none can be loaded."""
-    if settings is None:
-        settings = load_settings(root, warn=False)
+    """Describe the active store (`settings`: the root's, loaded by the caller). Raises
+    StoreError when none can be loaded."""
     if facts is None:
         facts = store_facts(root)
     marker = read_marker_lenient(root)
@@ -248,7 +248,6 @@ def knowledge_status(
         marker_snapshot=marker.snapshot if marker else None,
         checksum=check_installed_bytes(root, marker),
     )
-    from cce_knowledge.semantic.status import semantic_status
 
     st.semantic = semantic_status(root, facts.snapshot, settings)
     remote, remote_corpus = resolve_status_remote(root, settings, marker, remote_override)

@@ -18,12 +18,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.reader import config_path
 from cce_knowledge.config.settings import Settings, load_settings
 from cce_knowledge.core.errors import StoreError, UsageError
 from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
+from cce_knowledge.engine.redaction.modes import redact_for_display
 from cce_knowledge.health.status import (
     REMOTE_CACHE_SECONDS,
     StoreFacts,
@@ -32,8 +33,11 @@ from cce_knowledge.health.status import (
 from cce_knowledge.mcp import render
 from cce_knowledge.retrieval import provenance_line
 from cce_knowledge.retrieval.searcher import Searcher
-from cce_knowledge.store.store_file import store_path
+from cce_knowledge.store.snapshots import store_path
 from cce_knowledge.store.view import Signature, StoreView, current_signature, open_view
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.searcher import HybridRanker
 
 log = logging.getLogger("cce_knowledge.mcp")
 
@@ -218,7 +222,7 @@ class KnowledgeTools:
 
     def searcher(self) -> Any:
         if self._searcher is None:
-            self._searcher = Searcher(self.root, self.settings)
+            self._searcher = Searcher(self.root, self.settings, hybrid=_hybrid_ranking)
         return self._searcher
 
     def knowledge(self) -> tuple[StoreView | None, bool]:
@@ -254,8 +258,6 @@ class KnowledgeTools:
     def display(self, record_id: str) -> str:
         """Record ids are shown redacted (they stay raw at rest: they are addresses)."""
         if self._redact is None:
-            from cce_knowledge.engine.redaction import redact_for_display
-
             self._redact = redact_for_display
         out: str = self._redact(record_id)
         return out
@@ -415,7 +417,11 @@ class KnowledgeTools:
             view.schema, view.snapshot, view.records, view.chunk_count, view.data_as_of()
         )
         st = try_knowledge_status(
-            self.root, facts=facts, timeout=self.remote_timeout, cache_for=REMOTE_CACHE_SECONDS
+            self.root,
+            facts=facts,
+            timeout=self.remote_timeout,
+            cache_for=REMOTE_CACHE_SECONDS,
+            settings=self.settings(),
         )
         if st is None:
             return ToolOutput(text)
@@ -444,3 +450,10 @@ class KnowledgeTools:
         if handler is None:
             return ToolOutput(f"unknown tool: {name}", True)
         return handler(args)
+
+
+def _hybrid_ranking() -> HybridRanker:
+    """The hybrid ranking for the server's `Searcher` (imported on its first use)."""
+    from cce_knowledge.semantic.hybrid import HybridRanking
+
+    return HybridRanking()

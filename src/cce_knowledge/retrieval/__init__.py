@@ -34,7 +34,7 @@ from cce_knowledge.retrieval.reference import reference_search
 from cce_knowledge.retrieval.searcher import Searcher, index_status
 
 if TYPE_CHECKING:
-    from cce_knowledge.store.store_file import KnowledgeStore
+    from cce_knowledge.store.snapshots import KnowledgeStore
 
 
 def search_knowledge(

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cce_knowledge.config.settings import load_settings
 from cce_knowledge.contract.asksuite import ASK_REPORT_SCHEMA_ID, parse_suite, read_suite
+from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, StoreError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import format6, io_error_text
@@ -26,8 +26,8 @@ from cce_knowledge.retrieval import (
 )
 from cce_knowledge.retrieval.default import build_model, search_model
 from cce_knowledge.retrieval.rankings import hybrid_fallback_note
-from cce_knowledge.retrieval.searcher import Searcher
-from cce_knowledge.store.store_file import (
+from cce_knowledge.retrieval.searcher import HybridRanker, Searcher
+from cce_knowledge.store.snapshots import (
     display_dir,
     knowledge_dir,
     load_current,
@@ -36,6 +36,9 @@ from cce_knowledge.store.store_file import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from cce_knowledge.config.settings import Settings
     from cce_knowledge.retrieval.hits import Hit
 
 F64_EPSILON = 2.220446049250313e-16
@@ -123,12 +126,14 @@ def run_ask(
     suite_path: str,
     *,
     root: str | None = None,
+    settings: Settings | None = None,
     min_score: float | None = None,
     ranking: str | None = None,
+    hybrid: Callable[[], HybridRanker] | None = None,
 ) -> AskReport:
+    """Run a suite against the store under `root` (with its `settings`, loaded by the
+    caller), or against the suite's own feed when `root` is None."""
     suite = parse_suite(read_suite(suite_path))
-
-    settings = None if root is None else load_settings(root)
     rk = check_ranking(ranking) if ranking is not None else resolve_ranking(settings, None)
     notes: list[str] = []
 
@@ -140,7 +145,7 @@ def run_ask(
                 load_current(root)
             except StoreError as e:
                 raise CceError(f"could not load knowledge store under {root}: {e}") from e
-        searcher = Searcher(root, settings)
+        searcher = Searcher(root, settings, hybrid=hybrid)
         try:
             searcher.index()
         except StoreError as e:
@@ -185,7 +190,6 @@ def run_ask(
             return search_knowledge(store, query, k, floor, ranking=rk)
 
     floor = float(min_score)
-    from cce_knowledge.core import progress
 
     with progress.task("ask", total=len(suite.cases), unit="cases") as bar:
         results = [

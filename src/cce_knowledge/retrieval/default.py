@@ -38,7 +38,7 @@ from cce_knowledge.retrieval.hits import finish_hits
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.store.store_file import KnowledgeChunk
+    from cce_knowledge.store.snapshots import KnowledgeChunk
 
 DROPPED_REASONS = ("not_planned", "wontfix")
 

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cce_knowledge.core.rustcompat import format6, score_key
+from cce_knowledge.engine.redaction.modes import redact_for_display
 
 if TYPE_CHECKING:
-    from cce_knowledge.store.store_file import KnowledgeChunk
+    from cce_knowledge.store.snapshots import KnowledgeChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,6 @@ class Hit:
 
     def display_id(self) -> str:
         """The record id fit to show: redacted (ids stay raw at rest: they are addresses)."""
-        from cce_knowledge.engine.redaction import redact_for_display
 
         return redact_for_display(self.record_id)
 

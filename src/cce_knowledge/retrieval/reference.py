@@ -18,7 +18,7 @@ from cce_knowledge.engine.tokenizer import tokenize
 from cce_knowledge.retrieval.hits import Hit, finish_hits
 
 if TYPE_CHECKING:
-    from cce_knowledge.store.store_file import KnowledgeChunk
+    from cce_knowledge.store.snapshots import KnowledgeChunk
 
 DROPPED_REASONS = ("not_planned", "wontfix")
 PR_MARKERS = ("/pull/", "/pulls/", "/pr/", "/merge_requests/")

@@ -35,7 +35,6 @@ from cce_knowledge.engine.embed import DIM, hash_embed
 from cce_knowledge.engine.ranking_primitives import K1, RRF_K, B, bm25_idf, unique_in_order
 from cce_knowledge.engine.tokenizer import tokenize
 from cce_knowledge.retrieval.hits import finish_hits
-from cce_knowledge.retrieval.index_build import int_code
 from cce_knowledge.retrieval.reference import (
     PATH_PENALTY,
     PER_RECORD_CAP,
@@ -44,11 +43,12 @@ from cce_knowledge.retrieval.reference import (
     is_code_lookup,
     reference_search,
 )
+from cce_knowledge.retrieval.search_index_build import int_code
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.retrieval.search_index import FastIndex
-    from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore
+    from cce_knowledge.retrieval.search_index import SearchIndex
+    from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
 
 
 def _score_keys(np: Any, x: Any) -> Any:
@@ -60,9 +60,9 @@ def _score_keys(np: Any, x: Any) -> Any:
 
 
 class ReferenceIndex:
-    """numpy views over the `ref_*` sections of a FastIndex."""
+    """numpy views over the `ref_*` sections of a SearchIndex."""
 
-    def __init__(self, fi: FastIndex) -> None:
+    def __init__(self, fi: SearchIndex) -> None:
         # Lazy: numpy costs ~0.1-0.2 s; only the reference ranking builds this.
         import numpy as np
 
@@ -119,7 +119,7 @@ class ReferenceIndex:
         self._sub_cache: dict[str, Any] = {}
 
     @classmethod
-    def open(cls, fi: FastIndex, loader: Callable[[], KnowledgeStore] | None) -> Any:
+    def open(cls, fi: SearchIndex, loader: Callable[[], KnowledgeStore] | None) -> Any:
         if fi.has("ref_meta"):
             return cls(fi)
         if fi.n_chunks == 0:

@@ -64,18 +64,24 @@ from cce_knowledge.retrieval.default import (
     term_weight,
 )
 from cce_knowledge.retrieval.hits import finish_hits
-from cce_knowledge.retrieval.index_build import (
+from cce_knowledge.retrieval.search_index_build import (
     LoadedChunks,
     build_sections,
     doc_fields,
     int_code,
 )
-from cce_knowledge.store.store_file import KnowledgeChunk, display_dir, read_current, store_path
+from cce_knowledge.store.snapshots import (
+    KnowledgeChunk,
+    SearchBuild,
+    display_dir,
+    read_current,
+    store_path,
+)
 from cce_knowledge.store.view import LoadedView, StoreView, open_view
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.store.store_file import KnowledgeStore
+    from cce_knowledge.store.snapshots import KnowledgeStore
 
 MAGIC = b"CCESIX01"
 FORMAT = 4  # 3: title postings for the re-ranking; 4: documents read from the store
@@ -221,19 +227,6 @@ def build_search_index(
     return Built(path, snap, time.perf_counter() - t0, path.stat().st_size)
 
 
-@dataclass(slots=True)
-class SearchBuild:
-    """The search-index step of index/pull: where it went and how long it took, or why
-    it could not be built (the store stands; the first search then builds it)."""
-
-    path: str = ""
-    seconds: float = 0.0
-    size: int = 0
-    error: str | None = None
-    #: False when a fresh index was already there (`sync pull --all`, up to date)
-    built: bool = True
-
-
 def build_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
     """Build the index for a just-installed store (the caller holds the writer lock).
     A failure is reported, never raised: the store is already valid and active."""
@@ -286,7 +279,7 @@ def _prune(d: Path, keep: str) -> None:
 # ---------------------------------------------------------------- reading
 
 
-class FastIndex:
+class SearchIndex:
     """A memory-mapped index file; answers both rankings."""
 
     def __init__(
@@ -625,13 +618,13 @@ def _open(path: Path) -> mmap.mmap:
 
 def try_open(
     path: Path, snapshot: str, store_loader: Callable[[], KnowledgeStore] | None = None
-) -> FastIndex | None:
+) -> SearchIndex | None:
     try:
         data = _open(path)
     except (OSError, ValueError):
         return None
     try:
-        idx = FastIndex(path, data, store_loader)
+        idx = SearchIndex(path, data, store_loader)
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
     if idx.snapshot != snapshot:
@@ -641,7 +634,7 @@ def try_open(
 
 def open_or_build(
     root: str | os.PathLike[str], snapshot: str, load_store: Callable[[], KnowledgeStore]
-) -> FastIndex:
+) -> SearchIndex:
     """Open the fresh index for `snapshot`; the fallback when it is missing or stale
     (index and pull build it): build it now from the store, saying so on stderr."""
     path = index_path(root, snapshot)
@@ -679,13 +672,13 @@ def _in_memory(
     path: Path,
     snapshot: str,
     load_store: Callable[[], KnowledgeStore],
-) -> FastIndex:
+) -> SearchIndex:
     try:
         data = b"".join(index_parts(store_path(root, snapshot)))
     except (OSError, ValueError):
         store = load_store()
-        return FastIndex(path, build_bytes(store), lambda: store)
-    return FastIndex(path, data, load_store)
+        return SearchIndex(path, build_bytes(store), lambda: store)
+    return SearchIndex(path, data, load_store)
 
 
 def status_for(root: Path, snapshot: str) -> str:

@@ -3,6 +3,9 @@
 It answers from the derived search index (`retrieval/search_index.py`) and only loads
 the full store when it must (no index could be built, or a caller asks for
 `.store`). It reloads when `current` or the store file changes.
+
+Settings and the hybrid ranking come from the edge (cli, mcp): this floor neither reads
+`.cce/config` nor imports `semantic/`, which sits above it.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
-from cce_knowledge.config.settings import Settings, load_settings
-from cce_knowledge.core.errors import ConfigError, StoreError
+from cce_knowledge.config.settings import Settings
+from cce_knowledge.core.errors import StoreError
 from cce_knowledge.retrieval.rankings import (
     check_ranking,
     configured_min_score,
@@ -21,12 +24,29 @@ from cce_knowledge.retrieval.rankings import (
     resolve_ranking,
 )
 from cce_knowledge.retrieval.search_index import open_or_build, status_for
-from cce_knowledge.store.store_file import load_current, no_store_message, read_current, store_path
+from cce_knowledge.store.snapshots import load_current, no_store_message, read_current, store_path
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.retrieval.search_index import FastIndex
-    from cce_knowledge.store.store_file import KnowledgeStore
+    from cce_knowledge.retrieval.search_index import SearchIndex
+    from cce_knowledge.store.snapshots import KnowledgeStore
+
+
+class HybridRanker(Protocol):
+    """`--ranking hybrid` (semantic/hybrid.py's `HybridRanking`): hits, or the default
+    ranking's hits and why it fell back."""
+
+    def search(
+        self,
+        root: Path,
+        idx: SearchIndex,
+        settings: Settings,
+        query: str,
+        top_k: int,
+        floor: float,
+    ) -> tuple[list[Hit], str | None]: ...
+
+    def close(self) -> None: ...
 
 
 def _store_signature(root: Path) -> tuple[str, int, int] | None:
@@ -46,21 +66,25 @@ class Searcher:
         self,
         root: str | os.PathLike[str],
         settings: Settings | Callable[[], Settings] | None = None,
+        *,
+        hybrid: Callable[[], HybridRanker] | None = None,
     ) -> None:
-        """`settings`: the root's settings, or a function giving the current ones (the
-        MCP server re-reads a changed file); None reads them once, on first use."""
+        """`settings`: the root's settings (loaded by the caller), or a function giving
+        the current ones; None means the defaults. `hybrid` makes the hybrid ranking on
+        its first use; without it `--ranking hybrid` falls back with a note."""
         self.root = Path(root)
         self._settings = settings
+        self._make_hybrid = hybrid
         self._sig: tuple[str, int, int] | None = None
-        self._index: FastIndex | None = None
+        self._index: SearchIndex | None = None
         self._store: KnowledgeStore | None = None
-        self._hybrid: Any = None
+        self._hybrid: HybridRanker | None = None
         #: Why the last `hybrid` search fell back to the default ranking (None: it did not).
         self.last_note: str | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
-            self._settings = load_settings(self.root)
+            self._settings = Settings()
         return self._settings() if callable(self._settings) else self._settings
 
     def _refresh(self) -> tuple[str, int, int] | None:
@@ -81,7 +105,7 @@ class Searcher:
             self._store = load_current(self.root)
         return self._store
 
-    def index(self) -> FastIndex | None:
+    def index(self) -> SearchIndex | None:
         sig = self._refresh()
         if sig is None:
             return None
@@ -114,17 +138,15 @@ class Searcher:
             return self._search_hybrid(idx, query, top_k, floor)
         return idx.search(query, top_k, floor, ranking=rk)
 
-    def _search_hybrid(self, idx: FastIndex, query: str, top_k: int, floor: float) -> list[Hit]:
-        from cce_knowledge.semantic.hybrid import HybridState, hybrid_search
-
+    def _search_hybrid(self, idx: SearchIndex, query: str, top_k: int, floor: float) -> list[Hit]:
         if self._hybrid is None:
-            self._hybrid = HybridState()
-        try:
-            cfg = self.settings().knowledge.semantic_config()
-        except ConfigError as e:
-            self.last_note = hybrid_fallback_note(e.message)
-            return idx.search_default(query, top_k, floor)
-        hits, self.last_note = hybrid_search(self.root, idx, cfg, self._hybrid, query, top_k, floor)
+            if self._make_hybrid is None:
+                self.last_note = hybrid_fallback_note("this program has no hybrid ranking")
+                return idx.search_default(query, top_k, floor)
+            self._hybrid = self._make_hybrid()
+        hits, self.last_note = self._hybrid.search(
+            self.root, idx, self.settings(), query, top_k, floor
+        )
         return hits
 
     def close(self) -> None:

@@ -4,6 +4,8 @@ A chunk's vector is keyed by the provider, the model and the sha256 of the exact
 text sent, so a rebuild embeds only what changed and a vector is reused across
 snapshots. A batch the provider rejects is skipped and named; an unreachable
 provider stops the run; either way every vector that came back is written.
+
+Lazy imports: numpy loads only when vectors are made or written.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cce_knowledge.core import progress
-from cce_knowledge.core.errors import ConfigError, StoreError
+from cce_knowledge.core.atomic import atomic_write, atomic_write_parts, dir_lock
+from cce_knowledge.core.errors import CceError, ConfigError, StoreError
+from cce_knowledge.retrieval.search_index import INDEX_KEY, SearchIndex, open_or_build
 from cce_knowledge.semantic.provider import MAX_BATCH, Provider, ProviderError, ProviderUnreachable
 from cce_knowledge.semantic.textprep import chunk_text, text_key
-from cce_knowledge.semantic.vectors import (
+from cce_knowledge.store.snapshots import load_current, no_store_message, read_current, store_path
+from cce_knowledge.store.vectors import (
     KEY_BYTES,
     ZERO_KEY,
     Meta,
@@ -35,7 +40,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from cce_knowledge.config.settings import SemanticSettings, Settings
-    from cce_knowledge.retrieval.search_index import FastIndex
 
 LAST_RUN = "last-run.json"
 #: Vectors that came back are written every CHECKPOINT batches, so a kill loses little.
@@ -77,12 +81,19 @@ class EmbedReport:
 
 def layout_key() -> str:
     """The search index layout the rows follow (its format and parameters)."""
-    from cce_knowledge.retrieval.search_index import INDEX_KEY
-
     return INDEX_KEY
 
 
-def chunk_texts(idx: FastIndex) -> list[str | None]:
+def _active_index(root: Path) -> SearchIndex:
+    """The search index of the active store, built if missing or stale."""
+    try:
+        snapshot = read_current(root)
+    except (OSError, UnicodeDecodeError) as e:
+        raise StoreError(no_store_message(root)) from e
+    return open_or_build(root, snapshot, lambda: load_current(root))
+
+
+def chunk_texts(idx: SearchIndex) -> list[str | None]:
     out: list[str | None] = []
     for c in range(idx.n_chunks):
         doc = idx.doc(c)
@@ -137,14 +148,9 @@ def embed_root(
     provider: Provider | None = None,
 ) -> EmbedReport:
     """Embed every chunk of the active store that has no vector yet for `cfg`'s model."""
-    from cce_knowledge.core.atomic import dir_lock
-    from cce_knowledge.retrieval.searcher import Searcher
-    from cce_knowledge.store.store_file import no_store_message
 
     root_p = Path(root)
-    idx = Searcher(root_p).index()
-    if idx is None:
-        raise StoreError(no_store_message(root_p))
+    idx = _active_index(root_p)
     snapshot = idx.snapshot
     texts = chunk_texts(idx)
     keys = [text_key(t) if t is not None else ZERO_KEY for t in texts]
@@ -300,8 +306,6 @@ def _write(run: _Run) -> None:
     """Write the whole file (every known vector, in chunk order) atomically."""
     import numpy as np
 
-    from cce_knowledge.core.atomic import atomic_write_parts
-
     rep, keys = run.rep, run.keys
     if rep.dim is None:
         return  # nothing known and nothing came back: no file to write
@@ -321,7 +325,6 @@ def _write(run: _Run) -> None:
 
 def _prune(root: Path, keep: str) -> None:
     """Drop vectors of snapshots whose store is gone (best effort)."""
-    from cce_knowledge.store.store_file import store_path
 
     for snap, _mk, path in list_files(root):
         if path.name != keep and not store_path(root, snap).exists():
@@ -332,7 +335,6 @@ def _prune(root: Path, keep: str) -> None:
 
 
 def _save_last_run(d: Path, rep: EmbedReport) -> None:
-    from cce_knowledge.core.atomic import atomic_write
 
     try:
         atomic_write(d / LAST_RUN, (json.dumps(rep.to_json(), sort_keys=True) + "\n").encode())
@@ -383,7 +385,6 @@ def embed_after_build(
 ) -> EmbedReport | None:
     """The embed step of `index`/`pull`: only when semantic is configured, and it never
     fails the build — a problem becomes a warning and `cce knowledge embed` retries."""
-    from cce_knowledge.core.errors import CceError
 
     try:
         cfg = settings.knowledge.semantic_config()

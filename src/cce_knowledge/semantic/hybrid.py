@@ -17,6 +17,9 @@ up to ALPHA of the weight:
 Candidates are the union of both pools; a hit cites the default ranking's best
 section of its record, or the record's nearest chunk when only the vectors found it.
 The constants were chosen on the development suites only (docs/ranking.md#hybrid).
+
+Lazy imports: numpy and the provider client load on the first hybrid query, not
+when the ranking is handed to a searcher.
 """
 
 from __future__ import annotations
@@ -24,18 +27,22 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.core.errors import ConfigError, StoreError
+from cce_knowledge.core.rustcompat import rs_trim
+from cce_knowledge.retrieval.hits import Hit, finish_hits
+from cce_knowledge.retrieval.rankings import hybrid_fallback_note
+from cce_knowledge.retrieval.search_index import INDEX_KEY, SearchIndex
 from cce_knowledge.semantic.textprep import cut_utf8, is_binary
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from cce_knowledge.config.settings import SemanticSettings
-    from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.retrieval.search_index import FastIndex
+    from cce_knowledge.config.settings import SemanticSettings, Settings
     from cce_knowledge.semantic.provider import Provider
-    from cce_knowledge.semantic.vectors import VectorFile
+    from cce_knowledge.store.vectors import VectorFile
 
 
 @dataclass(frozen=True)
@@ -137,13 +144,11 @@ class HybridState:
             self.provider = None
 
 
-def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticSettings) -> str | None:
+def _load(state: HybridState, root: Any, idx: SearchIndex, cfg: SemanticSettings) -> str | None:
     """Map the vectors for idx's snapshot and cfg's model; a reason when unusable."""
     import numpy as np
 
-    from cce_knowledge.core.errors import StoreError
-    from cce_knowledge.retrieval.search_index import INDEX_KEY
-    from cce_knowledge.semantic.vectors import VectorFile, vectors_path
+    from cce_knowledge.store.vectors import VectorFile, vectors_path
 
     path = vectors_path(root, idx.snapshot, cfg.model)
     try:
@@ -175,7 +180,7 @@ def _load(state: HybridState, root: Any, idx: FastIndex, cfg: SemanticSettings) 
 
 def hybrid_search(
     root: Any,
-    idx: FastIndex,
+    idx: SearchIndex,
     cfg: SemanticSettings | None,
     state: HybridState,
     query: str,
@@ -186,9 +191,6 @@ def hybrid_search(
     """Hybrid hits, or the default ranking's hits and the reason it fell back."""
     import numpy as np
 
-    from cce_knowledge.core.rustcompat import rs_trim
-    from cce_knowledge.retrieval.hits import finish_hits
-    from cce_knowledge.retrieval.rankings import hybrid_fallback_note
     from cce_knowledge.semantic.provider import Provider, ProviderError
 
     def fallback(why: str) -> tuple[list[Hit], str]:
@@ -242,3 +244,29 @@ def hybrid_search(
         kth = heapq.nlargest(top_k, [s for _c, s in kept])[-1]
         kept = [(c, s) for c, s in kept if s >= kth - 2e-6]
     return finish_hits([(idx.chunk(c), s) for c, s in kept], top_k), None
+
+
+class HybridRanking:
+    """The hybrid ranking as the `Searcher` takes it from the edge (cli, mcp): the
+    retrieval floor below cannot import this one."""
+
+    def __init__(self) -> None:
+        self.state = HybridState()
+
+    def search(
+        self,
+        root: Path,
+        idx: SearchIndex,
+        settings: Settings,
+        query: str,
+        top_k: int,
+        floor: float,
+    ) -> tuple[list[Hit], str | None]:
+        try:
+            cfg = settings.knowledge.semantic_config()
+        except ConfigError as e:
+            return idx.search_default(query, top_k, floor), hybrid_fallback_note(e.message)
+        return hybrid_search(root, idx, cfg, self.state, query, top_k, floor)
+
+    def close(self) -> None:
+        self.state.close()

@@ -5,6 +5,8 @@ shape, one finite vector per input, all of one dimension. Redirects are refused 
 credential goes only to the origin it was configured for). The API key comes from
 CCE_EMBED_API_KEY, is sent to the openai provider only, never over plain http unless
 CCE_ALLOW_INSECURE_HTTP=1, and never appears in a message.
+
+Lazy imports: httpx (~60 ms) loads only when a provider is really asked.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.core.errors import CceError
+from cce_knowledge.core.urls import display_url
+from cce_knowledge.semantic.build import last_run
+from cce_knowledge.store.vectors import VectorFile, list_files, model_key
+
 if TYPE_CHECKING:
     from cce_knowledge.config.settings import Settings
 
@@ -64,19 +69,13 @@ class SemanticStatus:
 
 
 def semantic_status(
-    root: str | os.PathLike[str], snapshot: str, settings: Settings | None = None
+    root: str | os.PathLike[str], snapshot: str, settings: Settings
 ) -> SemanticStatus | None:
     """None when semantic retrieval is neither configured nor has left vectors behind.
-    `settings`: the root's (read here when None)."""
-    from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.core.errors import CceError
-    from cce_knowledge.semantic.build import last_run
-    from cce_knowledge.semantic.vectors import VectorFile, list_files, model_key
+    `settings`: the root's, loaded by the caller."""
 
     problem = None
     try:
-        if settings is None:
-            settings = load_settings(root, warn=False)
         cfg = settings.knowledge.semantic_config()
     except CceError as e:
         cfg, problem = None, e.message
@@ -95,8 +94,6 @@ def semantic_status(
         problem=problem,
     )
     if cfg is not None:
-        from cce_knowledge.core.urls import display_url
-
         st.url = display_url(cfg.url)
     want = model_key(cfg.model) if cfg else None
     for mk, path in files:

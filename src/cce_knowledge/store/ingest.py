@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
@@ -32,8 +32,8 @@ from cce_knowledge.core.jsonout import json_str
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
-from cce_knowledge.engine.redaction import DEFAULT_REDACTION, Redaction, redactor_for
-from cce_knowledge.store.store_file import (
+from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, Redaction, redactor_for
+from cce_knowledge.store.snapshots import (
     KnowledgeChunk,
     KnowledgeStore,
     chunk_json,
@@ -45,7 +45,7 @@ from cce_knowledge.store.store_file import (
 )
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval.search_index import SearchBuild
+    from cce_knowledge.store.snapshots import SearchBuild
 
 DEFAULT_BUDGET = 400
 
@@ -449,7 +449,7 @@ def index_to_root(
     root: str = ".",
     manifest: str | None = None,
     jobs: int | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     redaction: Redaction | None = None,
     max_record_bytes: int | None = None,
     after_save: Callable[[str], SearchBuild] | None = None,
@@ -467,8 +467,6 @@ def index_to_root(
     """
     if not Path(feed).is_file():
         raise CceError(f"not a file: {feed}")
-    if settings is None:
-        settings = load_settings(root)
     if not settings.knowledge.enabled:
         raise CceError("knowledge is disabled (knowledge.enabled: false in .cce/config)")
     budget = settings.markdown.max_section_tokens

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.core.rustcompat import rs_trim
-from cce_knowledge.store.store_file import knowledge_dir, loads, store_path
+from cce_knowledge.store.snapshots import knowledge_dir, loads, store_path
 
 if TYPE_CHECKING:
-    from cce_knowledge.store.store_file import KnowledgeStore
+    from cce_knowledge.store.snapshots import KnowledgeStore
 
 _HEAD = re.compile(
     rb'\{\n  "schema": ("(?:[^"\\\n]|\\.)*"),\n  "snapshot": ("(?:[^"\\\n]|\\.)*"),\n'

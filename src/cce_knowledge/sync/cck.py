@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeVar
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import canonical, json_str
 from cce_knowledge.core.rustcompat import serde_f64
-from cce_knowledge.store.store_file import KnowledgeChunk, KnowledgeStore, chunk_json
+from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore, chunk_json
 
 PHASE_A_REFUSAL = (
     "refusing to export a knowledge store without persisted embeddings (a Phase-A "

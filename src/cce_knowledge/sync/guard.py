@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cce_knowledge.store.store_file import KnowledgeStore
+from cce_knowledge.engine.redaction.modes import redact_for_display
+from cce_knowledge.store.snapshots import KnowledgeStore
 from cce_knowledge.sync.cck import chunk_digest
 
 MAX_LISTED = 20
@@ -59,7 +60,6 @@ def diff_stores(local: KnowledgeStore, remote: KnowledgeStore) -> RecordDiff:
 def format_id_list(ids: list[str]) -> str:
     if not ids:
         return "0"
-    from cce_knowledge.engine.redaction import redact_for_display
 
     # Record ids are addresses, kept raw at rest; shown, they are redacted like MCP does.
     shown = ", ".join(redact_for_display(i) for i in ids[:MAX_LISTED])

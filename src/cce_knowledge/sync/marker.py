@@ -16,7 +16,7 @@ from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import compact
-from cce_knowledge.store.store_file import knowledge_dir, read_current, store_path
+from cce_knowledge.store.snapshots import knowledge_dir, read_current, store_path
 
 MARKER_NAME = "synced.json"
 #: Where the installed corpus was pulled from (ours; the reference records no remote, so

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from cce_knowledge.core.errors import StoreError, SyncError
 from cce_knowledge.core.jsonout import canonical
-from cce_knowledge.store import store_file as S
+from cce_knowledge.store import snapshots as S
 from cce_knowledge.sync import cck
 
 _OPEN = b'\n  "chunks": [\n'

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.rustcompat import rs_trim
 from cce_knowledge.core.untrusted import open_regular
-from cce_knowledge.store.store_file import (
+from cce_knowledge.store.snapshots import (
     display_dir,
     knowledge_dir,
     prune_other_snapshots,
@@ -39,7 +39,7 @@ from cce_knowledge.sync.cck import (
     CckManifest,
     strict_stream_store_parts,
 )
-from cce_knowledge.sync.localrepo import open_local
+from cce_knowledge.sync.local_read import open_local
 from cce_knowledge.sync.marker import (
     SyncMarker,
     read_marker_strict,
@@ -49,7 +49,7 @@ from cce_knowledge.sync.marker import (
 from cce_knowledge.sync.remote import Remote, resolve_remote
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval.search_index import SearchBuild
+    from cce_knowledge.store.snapshots import SearchBuild
 
 
 @dataclass
@@ -245,7 +245,7 @@ def _fetch(
         return found
 
     # GitPython is imported only here: the in-place read above does without it.
-    from cce_knowledge.sync.gitcache import open_cache
+    from cce_knowledge.sync.clone import open_cache
 
     with open_cache(rem) as cache:
         if snapshot is None:
@@ -270,15 +270,13 @@ def pull_corpus(
     force: bool = False,
     remote: str | Remote | None = None,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     after_install: Callable[[str], SearchBuild] | None = None,
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`.
 
     `after_install(snapshot)` runs under the writer lock once the store is active (the
-    CLI builds the search index)."""
-    if settings is None:
-        settings = load_settings(root)
+    CLI builds the search index). `settings`: the root's, loaded by the caller."""
     corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)

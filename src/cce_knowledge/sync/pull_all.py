@@ -12,19 +12,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import CceError
 from cce_knowledge.core.untrusted import shown
-from cce_knowledge.store.store_file import writer_lock
+from cce_knowledge.store.snapshots import writer_lock
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.gitcache import open_cache
+from cce_knowledge.sync.clone import open_cache
 from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
 from cce_knowledge.sync.marker import installed_snapshot
 from cce_knowledge.sync.pull import pull_corpus
 from cce_knowledge.sync.remote import Remote, resolve_listing_remote
 
 if TYPE_CHECKING:
-    from cce_knowledge.retrieval.search_index import SearchBuild
+    from cce_knowledge.store.snapshots import SearchBuild
 
 
 @dataclass
@@ -56,14 +56,13 @@ def pull_all(
     remote: str | Remote | None = None,
     corpus: str | None = None,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     after_install: Callable[[str], SearchBuild] | None = None,
 ) -> PullAllResult:
     """`cce sync pull --all`. `after_install(snapshot)` runs under the writer lock after
     a pull, and when the corpus is up to date (the CLI makes sure the search index is
-    there: it builds it only when missing or stale)."""
-    if settings is None:
-        settings = load_settings(into)
+    there: it builds it only when missing or stale). `settings`: `into`'s, loaded by
+    the caller."""
     rem = resolve_listing_remote(settings, remote)
     with open_cache(rem) as cache:
         ids = cache.list_corpora()

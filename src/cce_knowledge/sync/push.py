@@ -11,12 +11,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from cce_knowledge.config.settings import Settings, load_settings
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.untrusted import shown
-from cce_knowledge.store.store_file import (
+from cce_knowledge.store.snapshots import (
     read_current,
     store_path,
 )
@@ -29,9 +29,15 @@ from cce_knowledge.sync.cck import (
     fast_export_store_bytes,
     import_keyed_chunk_digests,
 )
-from cce_knowledge.sync.gitcache import CCK_ATTR_LINE, GitCache, lfs_available, open_cache
+from cce_knowledge.sync.clone import CCK_ATTR_LINE, GitCache, lfs_available, open_cache
 from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
 from cce_knowledge.sync.remote import Remote, resolve_remote
+from cce_knowledge.sync.vector_share import (
+    VEC_ATTR_LINE,
+    outgoing_vectors,
+    stale_vector_keys,
+    vectors_key,
+)
 
 META_SCHEMA = "cce.knowledgemeta/v1"
 
@@ -209,7 +215,7 @@ def push_corpus(
     skip_unchanged: bool = False,
     lfs: bool | None = None,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> PushResult:
     """Publish (or dry-run) the local store. Raises CceError on every refusal.
 
@@ -219,10 +225,8 @@ def push_corpus(
     forced push always publishes.
 
     `lfs=None` follows `sync.lfs` (default on); `False` publishes plain git blobs.
-    `settings`: the root's, read here when not given.
+    `settings`: the root's, loaded by the caller.
     """
-    if settings is None:
-        settings = load_settings(root)
     corpus_id, out = _resolve_outgoing(root, settings, corpus)
     rem: Remote = resolve_remote(settings, remote)
     res = _new_result(corpus_id, out.manifest, rem)
@@ -308,8 +312,7 @@ def _publish(
 def _vector_entries(
     cache: GitCache, root: str | os.PathLike[str], res: PushResult, use_lfs: bool
 ) -> list[tuple[str, bytes]]:
-    """Vectors (ours) travel beside the artifact, never inside it (semantic/share.py)."""
-    from cce_knowledge.semantic.share import VEC_ATTR_LINE, outgoing_vectors, vectors_key
+    """Vectors (ours) travel beside the artifact, never inside it (sync/vector_share.py)."""
 
     vectors = outgoing_vectors(root, res.snapshot)
     if vectors and use_lfs:
@@ -338,7 +341,6 @@ def _retain(cache: GitCache, res: PushResult, policy: int | None) -> None:
     res.retention = f"keep-last-{policy}"
     try:
         res.pruned = retention_prune(cache, res.corpus_id, res.snapshot, policy)
-        from cce_knowledge.semantic.share import stale_vector_keys
 
         stale = stale_vector_keys(cache, res.corpus_id)
         for k in stale:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from cce_knowledge.config.settings import Settings
+from cce_knowledge.config.settings import Settings, cce_home
 from cce_knowledge.core.errors import SyncError
 
 TOKEN_ENV_VARS = ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")
@@ -173,13 +173,8 @@ def slug(remote: Remote) -> str:
 
 
 def sync_home() -> Path:
-    home = os.environ.get("CCE_HOME")
-    if home:
-        return Path(home) / "sync"
-    h = os.environ.get("HOME")
-    if h:
-        return Path(h) / ".cce" / "sync"
-    return Path(".cce") / "sync"
+    home = cce_home()
+    return (home if home is not None else Path(".cce")) / "sync"
 
 
 def clone_dir(remote: Remote) -> Path:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 
 from cce_knowledge.core.errors import SyncError
-from cce_knowledge.store.store_file import store_path
+from cce_knowledge.store.snapshots import store_path
 from cce_knowledge.sync.marker import (
     SyncMarker,
     active_snapshot,

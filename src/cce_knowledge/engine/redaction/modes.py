@@ -11,21 +11,22 @@ needs to be byte-exact.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
-Redaction = Literal["extended", "reference"]
-REDACTIONS: tuple[Redaction, ...] = ("extended", "reference")
-DEFAULT_REDACTION: Redaction = "extended"
+from cce_knowledge.config.choices import DEFAULT_REDACTION, REDACTIONS, Redaction
+
+__all__ = ["DEFAULT_REDACTION", "REDACTIONS", "Redaction", "redact_for_display", "redactor_for"]
 
 
 def redactor_for(mode: Redaction) -> Callable[[str], str]:
     """The redaction function of `mode`."""
     if mode == "reference":
-        from cce_knowledge.engine.redactor import redact
+        # Only the chosen rule set is imported (the extended one compiles ~60 patterns).
+        from cce_knowledge.engine.redaction.reference import redact
 
         return redact
     if mode == "extended":
-        from cce_knowledge.engine.extended_redactor import redact_extended
+        # As above: a reference-mode index never loads the extended rules.
+        from cce_knowledge.engine.redaction.extended import redact_extended
 
         return redact_extended
     raise ValueError(f"unknown redaction {mode!r} (one of {', '.join(REDACTIONS)})")
@@ -33,12 +34,12 @@ def redactor_for(mode: Redaction) -> Callable[[str], str]:
 
 def redact_for_display(text: str) -> str:
     """`text` fit to show: every rule, whatever the store was indexed with."""
-    from cce_knowledge.engine.redaction_gate import may_redact
+    from cce_knowledge.engine.redaction.gate import may_redact  # literals only: cheap
 
     # Most shown texts (record ids) hold no needle of any rule: answering that from
     # literals spares a cold search loading and compiling every rule (redaction_gate).
     if not may_redact(text):
         return text
-    from cce_knowledge.engine.extended_redactor import redact_extended
+    from cce_knowledge.engine.redaction.extended import redact_extended  # see above
 
     return redact_extended(text)

@@ -34,10 +34,10 @@ from typing import Any
 
 import ahocorasick
 
-from cce_knowledge.engine import redactor
-from cce_knowledge.engine.redaction_gate import fold as _fold
-from cce_knowledge.engine.redaction_gate import precheck
-from cce_knowledge.engine.redactor import is_placeholder, redact, scan_value
+from cce_knowledge.engine.redaction import reference as redactor
+from cce_knowledge.engine.redaction.gate import fold as _fold
+from cce_knowledge.engine.redaction.gate import precheck
+from cce_knowledge.engine.redaction.reference import is_placeholder, redact, scan_value
 
 _TOKEN = re.compile(r"\[REDACTED:[A-Z0-9_]+\]")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -279,7 +279,9 @@ _PROSE = (
 def rules() -> tuple[Rule, ...]:
     """The pattern rules in the order they are tried: detect-secrets', then ours."""
     data = json.loads(
-        resources.files("cce_knowledge.engine").joinpath("secret_rules.json").read_text("utf-8")
+        resources.files("cce_knowledge.engine.redaction")
+        .joinpath("secret_rules.json")
+        .read_text("utf-8")
     )
     out = [
         _rule(r["plugin"], r["label"], r["pattern"], int(r["flags"]), _DS) for r in data["rules"]

@@ -47,12 +47,12 @@ from cce_knowledge.retrieval.default import (
     mean_length,
 )
 from cce_knowledge.retrieval.reference import PER_RECORD_CAP, has_pr_link, path_penalised
-from cce_knowledge.store.store_file import KnowledgeChunk, embedding_json_sparse
+from cce_knowledge.store.snapshots import KnowledgeChunk, embedding_json_sparse
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from cce_knowledge.store.store_file import KnowledgeStore
+    from cce_knowledge.store.snapshots import KnowledgeStore
     from cce_knowledge.store.view import StoreView
 
 

@@ -10,7 +10,7 @@ Differences from the reference that do not change the wire:
 * an LFS artifact is read as a file for the one key wanted -- a local remote's object
   in place, else `git lfs fetch` of that key (the working tree never smudges,
   `GIT_LFS_SKIP_SMUDGE=1`) -- instead of checking out and downloading every artifact
-  of every corpus; a pull from a local remote skips this clone entirely (localrepo.py);
+  of every corpus; a pull from a local remote skips this clone entirely (local_read.py);
 * credentials come from the environment only (see remote.py) and every git error
   is scrubbed before it is shown.
 """
@@ -35,7 +35,7 @@ from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.rustcompat import rs_trim
 from cce_knowledge.core.untrusted import read_regular, shown
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.localrepo import (
+from cce_knowledge.sync.local_read import (
     LFS_POINTER_PREFIX,
     has_size,
     head_branch,

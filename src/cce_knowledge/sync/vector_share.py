@@ -16,13 +16,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cce_knowledge.core.errors import StoreError
-from cce_knowledge.semantic.vectors import VectorFile, list_files, model_key, parse_name
+from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import CceError, StoreError
+from cce_knowledge.store.vectors import VectorFile, list_files, model_key, parse_name, vectors_path
 from cce_knowledge.sync import keys as K
 
 if TYPE_CHECKING:
     from cce_knowledge.config.settings import SemanticSettings, Settings
-    from cce_knowledge.sync.gitcache import GitCache
+    from cce_knowledge.sync.clone import GitCache
 
 VEC_ATTR_LINE = "*.vec filter=lfs diff=lfs merge=lfs -text"
 
@@ -74,8 +75,6 @@ def install_pulled_vectors(
 ) -> str:
     """Fetch, verify and install the published vectors for cfg's model. Returns a line
     for the user saying what happened (installed, none published, or why not)."""
-    from cce_knowledge.core.atomic import atomic_write
-    from cce_knowledge.semantic.vectors import vectors_path
 
     key = vectors_key(corpus_id, snapshot, cfg.model)
     if not cache.has(key):
@@ -121,9 +120,9 @@ def pull_published_vectors(
     """After a pull: install the corpus's published vectors for the configured model.
     None when semantic retrieval is not configured; else a line for the user. Never
     raises for a vectors problem: the pulled store is what matters."""
-    from cce_knowledge.core.errors import CceError
-    from cce_knowledge.sync.gitcache import open_cache
-    from cce_knowledge.sync.remote import resolve_remote
+    # GitPython (~50 ms) only when vectors are configured and a cache is opened.
+    from cce_knowledge.sync.clone import open_cache
+    from cce_knowledge.sync.remote import resolve_remote  # with the line above
 
     try:
         cfg = settings.knowledge.semantic_config()

@@ -20,10 +20,9 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from cce_knowledge.config.reader import config_path
-from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import ConfigError
-from cce_knowledge.sync.gitcache import CCE_ATTR_LINE, CCK_ATTR_LINE, open_cache
+from cce_knowledge.sync.clone import CCE_ATTR_LINE, CCK_ATTR_LINE, open_cache
 from cce_knowledge.sync.remote import make_remote
 from cce_knowledge.sync.repo_id import origin_repo_id
 
@@ -97,15 +96,22 @@ def edit_config_text(
 
 
 def sync_init(
-    root: str | os.PathLike[str], remote: str, lfs: bool = True, repo_id: str | None = None
+    root: str | os.PathLike[str],
+    remote: str,
+    lfs: bool = True,
+    repo_id: str | None = None,
+    *,
+    configured_repo_id: str | None,
 ) -> InitResult:
+    """Prove `remote`, then point `.cce/config` at it. `configured_repo_id`: the file's
+    `sync.repo_id` as the caller loaded it (kept when `repo_id` is not given)."""
     rem = make_remote(remote)
     path = config_path(root)
     try:
         old = path.read_text(encoding="utf-8") if path.exists() else None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from e
-    if repo_id is None and not load_settings(root, warn=False).sync.repo_id:
+    if repo_id is None and not configured_repo_id:
         # Unset: derive it from the project's own git origin, as the reference does.
         repo_id = origin_repo_id(root)
     text, rewrote = edit_config_text(old, rem.url, lfs, repo_id)
@@ -131,9 +137,8 @@ def sync_init(
         atomic_write(path, text.encode("utf-8"))
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e}") from e
-    kept_repo_id = repo_id
-    if kept_repo_id is None:
-        kept_repo_id = load_settings(root, warn=False).sync.repo_id  # the file as written
+    # The edit keeps a configured repo_id; else it writes the derived or given one.
+    kept_repo_id = repo_id if repo_id is not None else configured_repo_id
     return InitResult(
         remote=rem.display,
         lfs=lfs,

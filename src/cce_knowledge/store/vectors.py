@@ -10,6 +10,9 @@ Rows follow the search index's chunk order. The header names the provider, model
 dimension, snapshot, the search index layout the rows follow, and the sha256 of
 everything after the header (its own checksum, checked before a pulled file is
 installed). The same bytes are what `push` publishes beside a corpus artifact.
+
+Lazy imports: numpy (~100 ms) loads only when a vectors file is read or written, not
+when a path or a name is.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.core.errors import StoreError
+from cce_knowledge.store.snapshots import knowledge_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,7 +46,6 @@ def model_key(model: str) -> str:
 
 
 def vectors_dir(root: str | os.PathLike[str]) -> Path:
-    from cce_knowledge.store.store_file import knowledge_dir
 
     return knowledge_dir(root) / VECTORS_DIR
 

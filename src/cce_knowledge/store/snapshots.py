@@ -378,3 +378,17 @@ def save_store_bytes(
 
 def save(root: str | os.PathLike[str], store: KnowledgeStore) -> Path:
     return save_store_bytes(root, store.snapshot, dumps(store))
+
+
+@dataclass(slots=True)
+class SearchBuild:
+    """What the derived search-index step after a save or an install did (the builder
+    lives in retrieval/; index and pull run it under the writer lock). The search-index step of index/pull: where it went and how long it took, or why
+    it could not be built (the store stands; the first search then builds it)."""
+
+    path: str = ""
+    seconds: float = 0.0
+    size: int = 0
+    error: str | None = None
+    #: False when a fresh index was already there (`sync pull --all`, up to date)
+    built: bool = True
