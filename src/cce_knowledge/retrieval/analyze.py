@@ -38,6 +38,23 @@ def _has_vowel(s: str) -> bool:
     return any(ch in _VOWELS for ch in s)
 
 
+#: Derivational and inflectional endings, tried in this order; the first that ends the
+#: word is the only one considered.
+_SUFFIXES = (
+    "ational",
+    "ation",
+    "ations",
+    "ator",
+    "ness",
+    "ment",
+    "ingly",
+    "edly",
+    "ly",
+    "ing",
+    "ed",
+)
+
+
 def stem(w: str) -> str:
     """A light English suffix stemmer (plurals, -ing/-ed/-ly, a few derivations).
 
@@ -47,32 +64,38 @@ def stem(w: str) -> str:
     """
     if len(w) <= 3 or not w.isalpha():
         return w
+    return _tidy(_strip_suffix(_singular(w)))
+
+
+def _singular(w: str) -> str:
     if w.endswith("sses"):
-        w = w[:-2]
-    elif w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    for suf in (
-        "ational",
-        "ation",
-        "ations",
-        "ator",
-        "ness",
-        "ment",
-        "ingly",
-        "edly",
-        "ly",
-        "ing",
-        "ed",
-    ):
-        if w.endswith(suf):
-            base = w[: -len(suf)]
-            if len(base) >= 3 and _has_vowel(base):
-                w = base
-                if suf in ("ing", "ed") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
-                    w = w[:-1]  # undouble: running→run, stopped→stop
-            break
+        return w[:-2]
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def _strip_suffix(w: str) -> str:
+    for suf in _SUFFIXES:
+        if not w.endswith(suf):
+            continue
+        base = w[: -len(suf)]
+        if len(base) < 3 or not _has_vowel(base):
+            return w
+        if (
+            suf in ("ing", "ed")
+            and len(base) >= 4
+            and base[-1] == base[-2]
+            and base[-1] not in "lsz"
+        ):
+            return base[:-1]  # undouble: running→run, stopped→stop
+        return base
+    return w
+
+
+def _tidy(w: str) -> str:
     if w.endswith("ize") or w.endswith("ise"):
         w = w[:-3] if len(w) > 5 else w
     if len(w) > 4 and w.endswith("e"):

@@ -93,12 +93,7 @@ def rank_core(
     cos = [cosine(qvec, embeddings[i]) for i in range(n)]
     vorder = sorted(range(n), key=lambda i: (-score_key(cos[i]), chunks[i].chunk_id))
     vrank = {i: r for r, i in enumerate(vorder[: max(k * 3, 1)])}
-
-    bm = BM25([tokenize(c.content) for c in chunks])
-    bscores = [bm.score(i, uq) for i in range(n)]
-    fcands = [i for i in range(n) if score_key(bscores[i]) > 0]
-    fcands.sort(key=lambda i: (-score_key(bscores[i]), chunks[i].chunk_id))
-    frank = {i: r for r, i in enumerate(fcands[: k * 3])}
+    frank = _bm25_ranks(chunks, uq, k)
 
     cands = list(vrank)
     cands += [i for i in frank if i not in vrank]
@@ -116,7 +111,22 @@ def rank_core(
         kd = 0 if any(t in low for t in uq) or any(h in low_path for h in hints) else 2
         scored.append((i, final_score(cos[i], kd, rrfs[i], max_rrf, path_penalised(c.record_id))))
     scored.sort(key=lambda p: (-score_key(p[1]), chunks[p[0]].chunk_id))
+    return _capped(chunks, scored, k)
 
+
+def _bm25_ranks(chunks: Sequence[KnowledgeChunk], uq: list[str], k: int) -> dict[int, int]:
+    """Rank (0-based) of the 3k best BM25 chunks with a positive score."""
+    bm = BM25([tokenize(c.content) for c in chunks])
+    bscores = [bm.score(i, uq) for i in range(len(chunks))]
+    fcands = [i for i in range(len(chunks)) if score_key(bscores[i]) > 0]
+    fcands.sort(key=lambda i: (-score_key(bscores[i]), chunks[i].chunk_id))
+    return {i: r for r, i in enumerate(fcands[: k * 3])}
+
+
+def _capped(
+    chunks: Sequence[KnowledgeChunk], scored: list[tuple[int, float]], k: int
+) -> list[tuple[int, float]]:
+    """The first k of `scored`, at most PER_RECORD_CAP per record."""
     kept: list[tuple[int, float]] = []
     per_record: dict[str, int] = {}
     for i, s in scored:

@@ -183,72 +183,15 @@ class ReferenceIndex:
 
     def search(self, query: str, top_k: int, min_score: float) -> list[Hit]:
         np = self.np
-        n = self.n
-        if not rs_trim(query) or top_k <= 0 or n == 0:
+        if not rs_trim(query) or top_k <= 0 or self.n == 0:
             return []
         qt = tokenize(query)
         if not qt:
             return []
         uq = unique_in_order(qt)
-        fts_weight = 1.5 if is_code_lookup(query) else 1.0
-        qvec = hash_embed(query)
-
-        # Cosine: only the query's nonzero dims, in index order.
-        cos = np.zeros(n)
-        for d in range(DIM):
-            q = qvec[d]
-            if q != 0.0:
-                col = self.emb[d] if self.emb is not None else self._count_column(d) / self.norm
-                cos = cos + q * col
-        vkey = _score_keys(np, cos)
-        vorder = np.lexsort((self.cid_rank, -vkey))
-        vrank = np.empty(n, dtype=np.int64)
-        vrank[vorder] = np.arange(n)
-
-        # BM25 over unique query tokens in first-occurrence order.
-        bm = np.zeros(n)
-        k1p1 = K1 + 1.0
-        omb = 1.0 - B
-        for t in uq:
-            tid = self._term(t)
-            if tid < 0:
-                continue
-            a, b = int(self.tf_ptr[tid]), int(self.tf_ptr[tid + 1])
-            if a == b:
-                continue
-            idf = bm25_idf(n, b - a)
-            ids = self.tf_ids[a:b]
-            f = self.tf[a:b].astype(np.float64)
-            dl = self.dl[ids]
-            bm[ids] += (idf * (f * k1p1)) / (f + K1 * (omb + ((B * dl) / self.avgdl)))
-        fkey = _score_keys(np, bm)
-        fc = fkey > 0
-        frank = np.full(n, -1, dtype=np.int64)
-        cidx = np.nonzero(fc)[0]
-        if len(cidx):
-            ford = cidx[np.lexsort((self.cid_rank[cidx], -fkey[cidx]))]
-            frank[ford] = np.arange(len(ford))
-
-        rrf = 1.0 / (RRF_K + vrank.astype(np.float64))
-        fpart = fts_weight * (1.0 / (RRF_K + frank.astype(np.float64)))
-        rrf = np.where(fc, rrf + fpart, rrf)
-        max_rrf = max(0.0, float(rrf.max()))
-
-        # keyword_distance: substring of a unique query token, or a file hint in the id.
-        kw = np.zeros(n, dtype=bool)
-        for t in uq:
-            kw |= self._mask_from(self.tf_ptr, self.tf_ids, self._substring_terms(t))
-        for h in file_hints(query):
-            kw |= self._rid_contains(h)
-        ks = np.where(kw, 1.0 - 0 / 5.0, 1.0 - 2 / 5.0)
-        vs = 1.0 - np.minimum(np.maximum((1.0 - cos) / 2.0, 0.0), 1.0)
-        conf = 0.5 * vs + 0.4 * ks + 0.1 * 0.0
-        ksum = _score_keys(np, np.array([max_rrf]))[0]
-        norm_rrf = rrf / max_rrf if ksum != 0 else np.zeros(n)
-        final = 0.5 * conf + (1.0 - 0.5) * norm_rrf
-        final = np.where(self.pen, final * PATH_PENALTY, final)
+        cos = self._cosines(hash_embed(query))
+        final = self._final_scores(query, uq, cos)
         key = _score_keys(np, final)
-
         keep = ~(final < min_score)
         # A chunk shares a query token through its content or its title/labels.
         qids = [i for i in (self._term(t) for t in set(qt)) if i >= 0]
@@ -268,6 +211,78 @@ class ReferenceIndex:
             (fi.chunk(int(self.doc[idx[j]])), float(boosted[j])) for j in order
         ]
         return finish_hits(pairs, top_k)
+
+    def _cosines(self, qvec: list[float]) -> Any:
+        """Cosine with every chunk: only the query's nonzero dims, in index order."""
+        cos = self.np.zeros(self.n)
+        for d in range(DIM):
+            q = qvec[d]
+            if q != 0.0:
+                col = self.emb[d] if self.emb is not None else self._count_column(d) / self.norm
+                cos = cos + q * col
+        return cos
+
+    def _bm25(self, uq: list[str]) -> Any:
+        """BM25 over the unique query tokens in first-occurrence order."""
+        np = self.np
+        bm = np.zeros(self.n)
+        k1p1 = K1 + 1.0
+        omb = 1.0 - B
+        for t in uq:
+            tid = self._term(t)
+            if tid < 0:
+                continue
+            a, b = int(self.tf_ptr[tid]), int(self.tf_ptr[tid + 1])
+            if a == b:
+                continue
+            idf = bm25_idf(self.n, b - a)
+            ids = self.tf_ids[a:b]
+            f = self.tf[a:b].astype(np.float64)
+            dl = self.dl[ids]
+            bm[ids] += (idf * (f * k1p1)) / (f + K1 * (omb + ((B * dl) / self.avgdl)))
+        return bm
+
+    def _rrf(self, cos: Any, bm: Any, fts_weight: float) -> Any:
+        """Reciprocal-rank fusion of the vector ranks and the BM25 ranks (chunks with no
+        BM25 score have only the vector part)."""
+        np = self.np
+        vorder = np.lexsort((self.cid_rank, -_score_keys(np, cos)))
+        vrank = np.empty(self.n, dtype=np.int64)
+        vrank[vorder] = np.arange(self.n)
+        fkey = _score_keys(np, bm)
+        fc = fkey > 0
+        frank = np.full(self.n, -1, dtype=np.int64)
+        cidx = np.nonzero(fc)[0]
+        if len(cidx):
+            ford = cidx[np.lexsort((self.cid_rank[cidx], -fkey[cidx]))]
+            frank[ford] = np.arange(len(ford))
+        rrf = 1.0 / (RRF_K + vrank.astype(np.float64))
+        fpart = fts_weight * (1.0 / (RRF_K + frank.astype(np.float64)))
+        return np.where(fc, rrf + fpart, rrf)
+
+    def _keyword_hits(self, query: str, uq: list[str]) -> Any:
+        """keyword_distance 0: the content holds a unique query token as a substring, or
+        the record id holds a file hint."""
+        kw = self.np.zeros(self.n, dtype=bool)
+        for t in uq:
+            kw |= self._mask_from(self.tf_ptr, self.tf_ids, self._substring_terms(t))
+        for h in file_hints(query):
+            kw |= self._rid_contains(h)
+        return kw
+
+    def _final_scores(self, query: str, uq: list[str], cos: Any) -> Any:
+        """The reference's final score of every chunk (§7.1), path penalty included."""
+        np = self.np
+        fts_weight = 1.5 if is_code_lookup(query) else 1.0
+        rrf = self._rrf(cos, self._bm25(uq), fts_weight)
+        max_rrf = max(0.0, float(rrf.max()))
+        ks = np.where(self._keyword_hits(query, uq), 1.0 - 0 / 5.0, 1.0 - 2 / 5.0)
+        vs = 1.0 - np.minimum(np.maximum((1.0 - cos) / 2.0, 0.0), 1.0)
+        conf = 0.5 * vs + 0.4 * ks + 0.1 * 0.0
+        ksum = _score_keys(np, np.array([max_rrf]))[0]
+        norm_rrf = rrf / max_rrf if ksum != 0 else np.zeros(self.n)
+        final = 0.5 * conf + (1.0 - 0.5) * norm_rrf
+        return np.where(self.pen, final * PATH_PENALTY, final)
 
     def _count_column(self, d: int) -> Any:
         """Dimension d's bucket counts as float64 (int8 cells, exceptions patched in)."""

@@ -279,6 +279,27 @@ def _prune(d: Path, keep: str) -> None:
 # ---------------------------------------------------------------- reading
 
 
+@dataclass(slots=True)
+class _Query:
+    """One query's term ids and weights, and its section and record postings."""
+
+    tids: list[int]
+    ws: list[float]
+    total: float
+    secs: list[_Postings | None]
+    recs: list[_Postings | None]
+
+
+def _cut_at_kth_key(finals: list[tuple[int, float]], top_k: int) -> list[tuple[int, float]]:
+    """Only records whose 6-decimal key can reach the k-th best can make the cut; equal
+    keys lie within 1e-6 of each other, so prefilter on the raw score."""
+    if len(finals) <= top_k:
+        return finals
+    kth_raw = heapq.nlargest(top_k, [sc for _, sc in finals])[-1]
+    kth = score_key(kth_raw)
+    return [(r, sc) for r, sc in finals if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
+
+
 class SearchIndex:
     """A memory-mapped index file; answers both rankings."""
 
@@ -440,9 +461,38 @@ class SearchIndex:
         the hybrid ranking fuses them with vector similarity."""
         if not rs_trim(query) or top_k <= 0 or self.n_records == 0:
             return []
+        weighed = self._query_weights(query)
+        if weighed is None:
+            return []
+        tids, ws, total = weighed
+        scored = self._shares(tids, ws, total, top_k)
+        if not scored:
+            return []
+        # The best shares are re-ranked (default.search_model); the rest keep their share.
+        floor = candidate_floor(list(map(itemgetter(1), scored)))
+        q = _Query(
+            tids,
+            ws,
+            total,
+            self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids),
+            self._postings(self.rec_ptr, self.rec_ids, self.rec_tf, tids),
+        )
+        best_of, finals = self._reranked_head(q, scored, floor, min_score)
+        finals += self._tail(scored, finals, floor, top_k, min_score)
+        finals = _cut_at_kth_key(finals, top_k)
+        out = []
+        for r, f in finals:
+            got = best_of.get(r)
+            c = self._sections(r, q.secs, q.recs, ws, False)[0] if got is None else got
+            out.append((r, c, f))
+        return out
+
+    def _query_weights(self, query: str) -> tuple[list[int], list[float], float] | None:
+        """The query's term ids, their weights and the weights' sum (added in query
+        order); None when the query has no term."""
         qterms = query_terms(query)
         if not qterms:
-            return []
+            return None
         tids = [self.term_id(t) for t in qterms]
         ws = [
             term_weight(t, idf(self.n_records, self.term_df[i]) if i >= 0 else self.unknown_idf)
@@ -451,58 +501,64 @@ class SearchIndex:
         total = 0.0
         for w in ws:
             total += w
+        return tids, ws, total
+
+    def _shares(
+        self, tids: list[int], ws: list[float], total: float, top_k: int
+    ) -> list[tuple[int, float]]:
+        """(record, share of the query's weight it covers) for every matching record;
+        long postings go through numpy, which keeps only the ones that can matter."""
         rec_ptr, rec_ids, rec_w = self.rec_ptr, self.rec_ids, self.rec_w
         postings = sum(rec_ptr[i + 1] - rec_ptr[i] for i in tids if i >= 0)
         if postings > NUMPY_POSTINGS:
-            scored = self._accumulate_np(tids, ws, total, max(top_k, RERANK))
-        else:
-            acc: dict[int, float] = {}
-            for i, w in zip(tids, ws, strict=True):
-                if i < 0:
-                    continue
-                a, b = rec_ptr[i], rec_ptr[i + 1]
-                get = acc.get
-                for r, x in zip(rec_ids[a:b], rec_w[a:b], strict=True):
-                    acc[r] = get(r, 0.0) + w * x
-            scored = [(r, s / total) for r, s in acc.items()]
-        if not scored:
-            return []
-        # The best shares are re-ranked (default.search_model); the rest keep their share.
-        floor = candidate_floor(list(map(itemgetter(1), scored)))
-        secs = self._postings(self.sec_ptr, self.sec_ids, self.sec_w, tids)
-        recs = self._postings(self.rec_ptr, self.rec_ids, self.rec_tf, tids)
-        tits = self._postings(self.tit_ptr, self.tit_ids, None, tids)
+            return self._accumulate_np(tids, ws, total, max(top_k, RERANK))
+        acc: dict[int, float] = {}
+        for i, w in zip(tids, ws, strict=True):
+            if i < 0:
+                continue
+            a, b = rec_ptr[i], rec_ptr[i + 1]
+            get = acc.get
+            for r, x in zip(rec_ids[a:b], rec_w[a:b], strict=True):
+                acc[r] = get(r, 0.0) + w * x
+        return [(r, s / total) for r, s in acc.items()]
+
+    def _reranked_head(
+        self, q: _Query, scored: list[tuple[int, float]], floor: float, min_score: float
+    ) -> tuple[dict[int, int], list[tuple[int, float]]]:
+        """The re-ranked head (shares ≥ floor): each record's cited section, and its
+        final score when it reaches `min_score`."""
+        tits = self._postings(self.tit_ptr, self.tit_ids, None, q.tids)
         best_of: dict[int, int] = {}
         finals: list[tuple[int, float]] = []
         for r, s in scored:
             if s >= floor:
-                c, top2 = self._sections(r, secs, recs, ws, True)
+                c, top2 = self._sections(r, q.secs, q.recs, q.ws, True)
                 best_of[r] = c
-                f = final_score(s, _title_cover(r, tits, ws) / total, top2 / total)
+                f = final_score(s, _title_cover(r, tits, q.ws) / q.total, top2 / q.total)
                 if not f < min_score:
                     finals.append((r, f))
-        # Outside the head final_score(s, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0),
-        # never above a head record's final. With k head finals, only shares that can
-        # come within the 2e-6 prefilter of the k-th are needed (the bound has slack;
-        # the exact filters follow).
+        return best_of, finals
+
+    @staticmethod
+    def _tail(
+        scored: list[tuple[int, float]],
+        finals: list[tuple[int, float]],
+        floor: float,
+        top_k: int,
+        min_score: float,
+    ) -> list[tuple[int, float]]:
+        """Records below the head that can still make the top k.
+
+        Outside the head final_score(s, 0.0, 0.0) is exactly s / FINAL_NORM (s ≥ 0),
+        never above a head record's final. With k head finals, only shares that can
+        come within the 2e-6 prefilter of the k-th are needed (the bound has slack;
+        the exact filters follow)."""
         cut = min_score
         if len(finals) >= top_k:
             cut = max(cut, heapq.nlargest(top_k, map(itemgetter(1), finals))[-1] - 2e-6)
         s_min = cut * FINAL_NORM - 1e-9
         rest = [(r, s / FINAL_NORM) for r, s in scored if s_min <= s < floor]
-        finals += [(r, f) for r, f in rest if not f < min_score]
-        if len(finals) > top_k:
-            # Only records whose 6-decimal key can reach the k-th best can make the cut;
-            # equal keys lie within 1e-6 of each other, so prefilter on the raw score.
-            kth_raw = heapq.nlargest(top_k, [sc for _, sc in finals])[-1]
-            kth = score_key(kth_raw)
-            finals = [(r, sc) for r, sc in finals if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
-        out = []
-        for r, f in finals:
-            got = best_of.get(r)
-            c = self._sections(r, secs, recs, ws, False)[0] if got is None else got
-            out.append((r, c, f))
-        return out
+        return [(r, f) for r, f in rest if not f < min_score]
 
     def _accumulate_np(
         self, tids: list[int], ws: list[float], total: float, keep: int
