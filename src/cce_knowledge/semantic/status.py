@@ -12,7 +12,9 @@ from cce_knowledge.semantic.build import last_run
 from cce_knowledge.store.vectors import VectorFile, list_files, model_key
 
 if TYPE_CHECKING:
-    from cce_knowledge.config.settings import Settings
+    from pathlib import Path
+
+    from cce_knowledge.config.settings import SemanticSettings, Settings
 
 
 @dataclass
@@ -95,6 +97,15 @@ def semantic_status(
     )
     if cfg is not None:
         st.url = display_url(cfg.url)
+    _read_vectors(st, cfg, files)
+    _read_last_run(st, cfg, root, snapshot)
+    return st
+
+
+def _read_vectors(
+    st: SemanticStatus, cfg: SemanticSettings | None, files: list[tuple[str, Path]]
+) -> None:
+    """Coverage of the configured model's file; other models' files by name."""
     want = model_key(cfg.model) if cfg else None
     for mk, path in files:
         try:
@@ -109,19 +120,25 @@ def semantic_status(
             st.total = vf.meta.count
         else:
             st.other_models.append(vf.meta.model)
+
+
+def _read_last_run(
+    st: SemanticStatus, cfg: SemanticSettings | None, root: str | os.PathLike[str], snapshot: str
+) -> None:
+    """What the last embed run said (requests, model, chunks it could not send)."""
     run = last_run(root)
-    if run is not None:
-        req, model = run.get("requests"), run.get("model")
-        st.last_run_requests = req if isinstance(req, int) else None
-        st.last_run_model = model if isinstance(model, str) else None
-        uns = run.get("unsendable")
-        if (
-            cfg is not None
-            and st.dim is not None
-            and model == cfg.model
-            and run.get("snapshot") == snapshot
-            and type(uns) is int
-            and 0 <= uns <= st.total - st.embedded
-        ):
-            st.unsendable = uns
-    return st
+    if run is None:
+        return
+    req, model = run.get("requests"), run.get("model")
+    st.last_run_requests = req if isinstance(req, int) else None
+    st.last_run_model = model if isinstance(model, str) else None
+    uns = run.get("unsendable")
+    if (
+        cfg is not None
+        and st.dim is not None
+        and model == cfg.model
+        and run.get("snapshot") == snapshot
+        and type(uns) is int
+        and 0 <= uns <= st.total - st.embedded
+    ):
+        st.unsendable = uns
