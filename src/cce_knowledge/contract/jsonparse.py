@@ -101,6 +101,14 @@ def describe_unexpected(v: Any) -> str:
     return "map"
 
 
+#: The three keywords by their first byte: the rest of the word and its value.
+_KEYWORDS: dict[int, tuple[bytes, Any]] = {
+    0x6E: (b"ull", None),
+    0x74: (b"rue", True),
+    0x66: (b"alse", False),
+}
+
+
 class Scanner:
     """Cursor over one JSON document's bytes with serde_json's error positions.
 
@@ -159,6 +167,13 @@ class Scanner:
             self.i += 1
             if c != expected:
                 raise self.err("expected ident")
+
+    def _keyword(self, c: int) -> Any:
+        """`null`, `true` or `false` (its first byte `c` is next): its value."""
+        rest, value = _KEYWORDS[c]
+        self.i += 1
+        self.ident(rest)
+        return value
 
     def colon(self) -> None:
         c = self.ws()
@@ -269,11 +284,14 @@ class Scanner:
         self.i = i
         return i - start
 
-    def number(self, positive: bool) -> int | float:
-        """A number (sign already consumed), classified u64 / i64 / f64 like serde_json."""
-        start = self.i
+    def _number_syntax(self, parsing: bool) -> bool:
+        """Consume a number's syntax (the sign already consumed); True when it has a
+        fraction or an exponent. serde_json words EOF inside a number as `EOF while
+        parsing a value` when it parses the number (`parsing`) and as `invalid number`
+        when it only skips it."""
+        eof = "EOF while parsing a value" if parsing else "invalid number"
         if self.i >= self.n:
-            raise self.err("EOF while parsing a value")
+            raise self.err(eof)
         c = self.b[self.i]
         self.i += 1
         if c == 0x30:
@@ -288,22 +306,25 @@ class Scanner:
             is_float = True
             self.i += 1
             if self._digits() == 0:
-                if self.peek() is not None:
-                    raise self.peek_err("invalid number")
-                raise self.peek_err("EOF while parsing a value")
-        p = self.peek()
-        if p in (0x65, 0x45):
+                raise self.peek_err(eof if self.peek() is None else "invalid number")
+        if self.peek() in (0x65, 0x45):
             is_float = True
             self.i += 1
             if self.peek() in (0x2B, 0x2D):
                 self.i += 1
             if self.i >= self.n:
-                raise self.err("EOF while parsing a value")
+                raise self.err(eof)
             c = self.b[self.i]
             self.i += 1
             if c not in _DIGITS:
                 raise self.err("invalid number")
             self._digits()
+        return is_float
+
+    def number(self, positive: bool) -> int | float:
+        """A number (sign already consumed), classified u64 / i64 / f64 like serde_json."""
+        start = self.i
+        is_float = self._number_syntax(parsing=True)
         text = self.b[start : self.i]
         if not is_float and len(text) <= 20:
             v = int(text)
@@ -320,30 +341,7 @@ class Scanner:
 
     def ignore_number(self) -> None:
         """Skip a number syntactically (serde `ignore_integer` and friends)."""
-        c = self.b[self.i] if self.i < self.n else 0
-        if self.i < self.n:
-            self.i += 1
-        if c == 0x30:
-            if self.peek() is not None and self.b[self.i] in _DIGITS:
-                raise self.peek_err("invalid number")
-        elif 0x31 <= c <= 0x39:
-            self._digits()
-        else:
-            raise self.err("invalid number")
-        if self.peek() == 0x2E:
-            self.i += 1
-            if self._digits() == 0:
-                raise self.peek_err("invalid number")
-        if self.peek() in (0x65, 0x45):
-            self.i += 1
-            if self.peek() in (0x2B, 0x2D):
-                self.i += 1
-            c = self.b[self.i] if self.i < self.n else 0
-            if self.i < self.n:
-                self.i += 1
-            if c not in _DIGITS:
-                raise self.err("invalid number")
-            self._digits()
+        self._number_syntax(parsing=False)
 
     # -- containers -----------------------------------------------------------
 
@@ -442,18 +440,8 @@ class Scanner:
         if c == 0x22:
             self.i += 1
             return self.string()
-        if c == 0x6E:
-            self.i += 1
-            self.ident(b"ull")
-            return None
-        if c == 0x74:
-            self.i += 1
-            self.ident(b"rue")
-            return True
-        if c == 0x66:
-            self.i += 1
-            self.ident(b"alse")
-            return False
+        if c in _KEYWORDS:
+            return self._keyword(c)
         if c == 0x2D:
             self.i += 1
             return self.number(False)
@@ -486,35 +474,8 @@ class Scanner:
             c = self.ws()
             if c is None:
                 raise self.peek_err("EOF while parsing a value")
-            frame: int | None = None
-            if c == 0x6E:
-                self.i += 1
-                self.ident(b"ull")
-            elif c == 0x74:
-                self.i += 1
-                self.ident(b"rue")
-            elif c == 0x66:
-                self.i += 1
-                self.ident(b"alse")
-            elif c == 0x2D:
-                self.i += 1
-                self.ignore_number()
-            elif c in _DIGITS:
-                self.ignore_number()
-            elif c == 0x22:
-                self.i += 1
-                self.ignore_str()
-            elif c in (0x5B, 0x7B):
-                if enclosing is not None:
-                    stack.append(enclosing)
-                    enclosing = None
-                self.i += 1
-                frame = c
-            else:
-                raise self.peek_err("expected value")
-            if frame is not None:
-                accept_comma = False
-            else:
+            frame: int | None
+            if self._ignore_scalar(c):
                 if enclosing is not None:
                     frame, enclosing = enclosing, None
                 elif stack:
@@ -522,47 +483,81 @@ class Scanner:
                 else:
                     return
                 accept_comma = True
-            while True:
-                c = self.ws()
-                if c == 0x2C and accept_comma:
-                    self.i += 1
-                    break
-                if (c == 0x5D and frame == 0x5B) or (c == 0x7D and frame == 0x7B):
-                    pass
-                elif c is None:
-                    raise self.peek_err(
-                        "EOF while parsing a list"
-                        if frame == 0x5B
-                        else "EOF while parsing an object"
-                    )
-                elif accept_comma:
-                    raise self.peek_err(
-                        "expected `,` or `]`" if frame == 0x5B else "expected `,` or `}`"
-                    )
-                else:
-                    break
+            else:  # `[` or `{`
+                if enclosing is not None:
+                    stack.append(enclosing)
+                    enclosing = None
                 self.i += 1
-                if not stack:
-                    return
-                frame = stack.pop()
-                accept_comma = True
+                frame, accept_comma = c, False
+            frame = self._ignore_closers(frame, accept_comma, stack)
+            if frame is None:
+                return
             if frame == 0x7B:
-                c = self.ws()
-                if c == 0x22:
-                    self.i += 1
-                elif c is None:
-                    raise self.peek_err("EOF while parsing an object")
-                else:
-                    raise self.peek_err("key must be a string")
-                self.ignore_str()
-                c = self.ws()
-                if c == 0x3A:
-                    self.i += 1
-                elif c is None:
-                    raise self.peek_err("EOF while parsing an object")
-                else:
-                    raise self.peek_err("expected `:`")
+                self._ignore_key()
             enclosing = frame
+
+    def _ignore_scalar(self, c: int) -> bool:
+        """Skip the scalar that starts with `c`; False for a container's opener."""
+        if c in _KEYWORDS:
+            self._keyword(c)
+        elif c == 0x2D:
+            self.i += 1
+            self.ignore_number()
+        elif c in _DIGITS:
+            self.ignore_number()
+        elif c == 0x22:
+            self.i += 1
+            self.ignore_str()
+        elif c in (0x5B, 0x7B):
+            return False
+        else:
+            raise self.peek_err("expected value")
+        return True
+
+    def _ignore_closers(self, frame: int, accept_comma: bool, stack: list[int]) -> int | None:
+        """After a value (`accept_comma`) or an opener: close every container that ends
+        here. The container the next value belongs to, or None when the outermost one
+        closed."""
+        while True:
+            c = self.ws()
+            if c == 0x2C and accept_comma:
+                self.i += 1
+                return frame
+            if (c == 0x5D and frame == 0x5B) or (c == 0x7D and frame == 0x7B):
+                pass
+            elif c is None:
+                raise self.peek_err(
+                    "EOF while parsing a list" if frame == 0x5B else "EOF while parsing an object"
+                )
+            elif accept_comma:
+                raise self.peek_err(
+                    "expected `,` or `]`" if frame == 0x5B else "expected `,` or `}`"
+                )
+            else:
+                return frame
+            self.i += 1
+            if not stack:
+                return None
+            frame = stack.pop()
+            accept_comma = True
+
+    def _ignore_key(self) -> None:
+        """An object's key and its colon, skipped."""
+        c = self.ws()
+        if c == 0x22:
+            self.i += 1
+        elif c is None:
+            raise self.peek_err("EOF while parsing an object")
+        else:
+            raise self.peek_err("key must be a string")
+        self.ignore_str()
+        c = self.ws()
+        if c == 0x3A:
+            self.i += 1
+        elif c is None:
+            raise self.peek_err("EOF while parsing an object")
+        else:
+            raise self.peek_err("expected `:`")
 
     # -- typed fields ---------------------------------------------------------
 
@@ -570,18 +565,8 @@ class Scanner:
         """serde_json `peek_invalid_type`: read the scalar, then a positioned type error."""
         c = self.peek()
         unexpected: str
-        if c == 0x6E:
-            self.i += 1
-            self.ident(b"ull")
-            unexpected = "null"
-        elif c == 0x74:
-            self.i += 1
-            self.ident(b"rue")
-            unexpected = "boolean `true`"
-        elif c == 0x66:
-            self.i += 1
-            self.ident(b"alse")
-            unexpected = "boolean `false`"
+        if c is not None and c in _KEYWORDS:
+            unexpected = describe_unexpected(self._keyword(c))
         elif c == 0x2D:
             self.i += 1
             unexpected = describe_unexpected(self.number(False))
