@@ -14,12 +14,17 @@ from typing import Any
 
 from cce_knowledge.contract.jsonparse import ScanError, format_path, scan_value
 from cce_knowledge.core.errors import ContractError
-from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines, rust_debug_str
+from cce_knowledge.core.rustcompat import (
+    io_error_text,
+    is_u64,
+    rs_is_blank,
+    rs_lines,
+    rust_debug_str,
+)
 
 ASK_SCHEMA_ID = "cce.knowledge.ask/v1"
 ASK_REPORT_SCHEMA_ID = "cce.knowledge.ask.report/v1"
 DEFAULT_ASK_K = 10
-_U64_MAX = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +66,6 @@ def _get(obj: Any, key: str) -> Any:
 
 
 _ABSENT = object()
-
-
-def _is_u64(v: Any) -> bool:
-    # `Value::as_u64`: a JSON integer in 0..=u64::MAX. Floats (even `3.0`), negatives
-    # and `-0` (which serde_json reads as a float) are not.
-    return type(v) is int and 0 <= v <= _U64_MAX
 
 
 def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLineError | None]]:
@@ -132,7 +131,7 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
         raw_k = _get(obj, "k")
         if raw_k is _ABSENT:
             k = DEFAULT_ASK_K
-        elif not _is_u64(raw_k):
+        elif not is_u64(raw_k):
             yield n, None, SuiteLineError(n, "$.k", "`k` must be a positive integer")
             continue
         elif raw_k == 0:

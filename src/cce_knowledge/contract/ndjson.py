@@ -128,20 +128,9 @@ def _feed_lines(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _record_from_fields(f: dict[str, Any]) -> KnowledgeRecord:
-    return KnowledgeRecord(
-        id=f["id"],
-        title=f["title"],
-        body=f["body"],
-        source=f["source"],
-        url=f.get("url"),
-        state=f.get("state"),
-        state_reason=f.get("state_reason"),
-        updated_at=f.get("updated_at"),
-        labels=f.get("labels", []),
-        group=f.get("group"),
-        links=f.get("links", []),
-        extra=f.get("extra"),
-    )
+    # The scanner returns only known fields, present ones only: the dataclass's
+    # defaults are the reference's for the absent ones.
+    return KnowledgeRecord(**f)
 
 
 def parse_line_exact(line: str, line_no: int = 1) -> KnowledgeRecord | FeedLineError:

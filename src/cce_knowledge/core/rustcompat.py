@@ -20,6 +20,15 @@ RUST_WS = frozenset(RUST_WS_CHARS)
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
+U64_MAX = (1 << 64) - 1
+
+
+def is_u64(v: object) -> bool:
+    """serde_json's `Value::as_u64`: a JSON integer in 0..=u64::MAX. Floats (even `3.0`),
+    negatives, booleans and `-0` (which serde_json reads as a float) are not."""
+    return type(v) is int and 0 <= v <= U64_MAX
+
+
 def rs_trim(s: str) -> str:
     """`str::trim` (Unicode White_Space)."""
     return s.strip(RUST_WS_CHARS)

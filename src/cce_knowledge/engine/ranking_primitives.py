@@ -17,13 +17,7 @@ RRF_K = 60.0
 
 def unique_in_order(tokens: Sequence[str]) -> list[str]:
     """Unique tokens in first-occurrence order (the BM25 / keyword term order)."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for t in tokens:
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    return out
+    return list(dict.fromkeys(tokens))
 
 
 def bm25_idf(n_docs: int, n_q: int) -> float:

@@ -59,32 +59,3 @@ def record_line(rec: KnowledgeRecord) -> str:
 def feed_bytes(records: Iterable[KnowledgeRecord]) -> bytes:
     """The feed file's bytes for records already in their final order."""
     return "".join(record_line(r) + "\n" for r in records).encode("utf-8")
-
-
-def record_from_dict(d: dict[str, Any]) -> KnowledgeRecord:
-    """Inverse of `record_dict` (used for checkpoints; the feed itself goes through the
-    contract parser)."""
-    return KnowledgeRecord(
-        id=d["id"],
-        title=d["title"],
-        body=d["body"],
-        source=d["source"],
-        url=d.get("url"),
-        state=d.get("state"),
-        state_reason=d.get("state_reason"),
-        updated_at=d.get("updated_at"),
-        labels=list(d.get("labels") or []),
-        group=d.get("group"),
-        links=list(d.get("links") or []),
-    )
-
-
-def dedup(items: Iterable[str]) -> list[str]:
-    """Drop repeats, keep first-seen order."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for x in items:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ExtractError, UsageError
-from cce_knowledge.extract.feed import dedup, normalise_newlines
+from cce_knowledge.extract.feed import normalise_newlines
 from cce_knowledge.extract.httpclient import GitHubClient
 
 SOURCE_ISSUES = "github-issues"
@@ -184,7 +184,7 @@ class Mapper:
         if comments:
             ordered = sorted(comments, key=comment_order)
             body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(map(_comment, ordered))
-        labels = dedup(_label_names(item))
+        labels = list(dict.fromkeys(_label_names(item)))  # first-seen order
         milestone = item.get("milestone")
         return KnowledgeRecord(
             id=record_id(self.opts.repo, int(item["number"])),

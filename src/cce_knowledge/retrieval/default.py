@@ -34,13 +34,12 @@ from typing import TYPE_CHECKING
 
 from cce_knowledge.core.rustcompat import rs_trim, score_key
 from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
-from cce_knowledge.retrieval.hits import finish_hits
+from cce_knowledge.retrieval.hits import finish_hits, live_chunks
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.store.snapshots import KnowledgeChunk
 
-DROPPED_REASONS = ("not_planned", "wontfix")
 
 #: Saturation. 2.5 (was 2.0) measured best on the combined dev + held-out suites
 #: (120 questions; 1.2–4.0 swept): a repeated term keeps earning longer, which
@@ -132,10 +131,6 @@ class DefaultModel:
     idf: dict[str, float]
     n_records: int
     section_w: list[dict[str, float]]
-
-
-def live_chunks(chunks: Sequence[KnowledgeChunk]) -> list[KnowledgeChunk]:
-    return [c for c in chunks if c.state_reason not in DROPPED_REASONS]
 
 
 def build_model(all_chunks: Sequence[KnowledgeChunk]) -> DefaultModel:

@@ -30,6 +30,25 @@ class Hit:
     start_line: int
     end_line: int
 
+    @classmethod
+    def from_chunk(cls, c: KnowledgeChunk, rank: int, score: float) -> Hit:
+        """The hit that cites chunk `c` at `rank` with `score`."""
+        return cls(
+            rank=rank,
+            chunk_id=c.chunk_id,
+            record_id=c.record_id,
+            title=c.title,
+            kind=c.kind,
+            name=c.name,
+            state=c.state,
+            updated_at=c.updated_at,
+            url=c.url,
+            score=score,
+            content=c.content,
+            start_line=c.start_line,
+            end_line=c.end_line,
+        )
+
     def citation(self) -> str:
         """`record_id:start-end` — where the answer is, for humans and agents."""
         return f"{self.display_id()}:{self.start_line}-{self.end_line}"
@@ -63,28 +82,18 @@ def hit_header(hit: Hit) -> str:
     return f"{hit.rank:>2}. [{format6(hit.score)}] {prov} #{hit.chunk_id}"
 
 
+#: Closed as not planned / won't fix: no ranking returns these chunks (§7.1).
+DROPPED_REASONS = ("not_planned", "wontfix")
+
+
+def live_chunks(chunks: Sequence[KnowledgeChunk]) -> list[KnowledgeChunk]:
+    """The chunks a ranking may return: those of records not dropped."""
+    return [c for c in chunks if c.state_reason not in DROPPED_REASONS]
+
+
 def finish_hits(ranked: Sequence[tuple[KnowledgeChunk, float]], top_k: int) -> list[Hit]:
     """Stable sort (score_key ↓, updated_at ↓ with missing = "", chunk_id ↑), cut, number."""
     order = sorted(ranked, key=lambda p: p[0].chunk_id)
     order.sort(key=lambda p: p[0].updated_at or "", reverse=True)
     order.sort(key=lambda p: score_key(p[1]), reverse=True)
-    hits: list[Hit] = []
-    for r, (c, s) in enumerate(order[:top_k], start=1):
-        hits.append(
-            Hit(
-                rank=r,
-                chunk_id=c.chunk_id,
-                record_id=c.record_id,
-                title=c.title,
-                kind=c.kind,
-                name=c.name,
-                state=c.state,
-                updated_at=c.updated_at,
-                url=c.url,
-                score=s,
-                content=c.content,
-                start_line=c.start_line,
-                end_line=c.end_line,
-            )
-        )
-    return hits
+    return [Hit.from_chunk(c, r, s) for r, (c, s) in enumerate(order[:top_k], start=1)]

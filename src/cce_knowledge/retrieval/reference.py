@@ -15,12 +15,11 @@ from cce_knowledge.core.rustcompat import ascii_lower, rs_split_whitespace, rs_t
 from cce_knowledge.engine.embed import cosine, hash_embed
 from cce_knowledge.engine.ranking_primitives import BM25, rrf, unique_in_order
 from cce_knowledge.engine.tokenizer import tokenize
-from cce_knowledge.retrieval.hits import Hit, finish_hits
+from cce_knowledge.retrieval.hits import Hit, finish_hits, live_chunks
 
 if TYPE_CHECKING:
     from cce_knowledge.store.snapshots import KnowledgeChunk
 
-DROPPED_REASONS = ("not_planned", "wontfix")
 PR_MARKERS = ("/pull/", "/pulls/", "/pr/", "/merge_requests/")
 PATH_PENALTY_MARKERS = ("tests/", "test_", "docs/", "spec", "plan")
 PR_BOOST = 1.10
@@ -138,10 +137,6 @@ def _capped(
         per_record[rid] = per_record.get(rid, 0) + 1
         kept.append((i, s))
     return kept
-
-
-def live_chunks(chunks: Sequence[KnowledgeChunk]) -> list[KnowledgeChunk]:
-    return [c for c in chunks if c.state_reason not in DROPPED_REASONS]
 
 
 def reference_search(

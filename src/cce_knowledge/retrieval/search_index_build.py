@@ -34,7 +34,6 @@ from cce_knowledge.retrieval.analyze import analyze
 from cce_knowledge.retrieval.default import (
     BODY_B,
     BODY_WEIGHT,
-    DROPPED_REASONS,
     K1,
     LEAD_B,
     LEAD_TERMS,
@@ -46,6 +45,7 @@ from cce_knowledge.retrieval.default import (
     idf,
     mean_length,
 )
+from cce_knowledge.retrieval.hits import DROPPED_REASONS
 from cce_knowledge.retrieval.reference import PER_RECORD_CAP, has_pr_link, path_penalised
 from cce_knowledge.store.snapshots import KnowledgeChunk, embedding_json_sparse
 

@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeVar
 
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import canonical, json_str
-from cce_knowledge.core.rustcompat import serde_f64
+from cce_knowledge.core.rustcompat import is_u64, serde_f64
 from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore, chunk_json
 
 PHASE_A_REFUSAL = (
@@ -193,13 +193,9 @@ def _m_str(o: dict[str, Any], k: str) -> str:
     return v
 
 
-def _is_u64(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _U64
-
-
 def _m_int(o: dict[str, Any], k: str) -> int:
     v: Any = o.get(k)
-    if not _is_u64(v):
+    if not is_u64(v):
         raise CckError(f"manifest missing integer field `{k}`")
     return int(v)
 
@@ -213,7 +209,7 @@ def _c_str(o: dict[str, Any], k: str) -> str:
 
 def _c_int(o: dict[str, Any], k: str) -> int:
     v: Any = o.get(k)
-    if not _is_u64(v):
+    if not is_u64(v):
         raise CckError(f"chunk missing integer field `{k}`")
     return int(v)
 
@@ -838,7 +834,7 @@ def _store_layout(data: bytes) -> tuple[dict[str, Any], int, int] | None:
         or list(head) != ["schema", "snapshot", "records"]
         or not isinstance(head["schema"], str)
         or not isinstance(head["snapshot"], str)
-        or not _is_u64(head["records"])
+        or not is_u64(head["records"])
         or not data[:at].endswith(b",")
     ):
         return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from cce_knowledge.core.errors import StoreError, SyncError
 from cce_knowledge.core.jsonout import canonical
+from cce_knowledge.core.rustcompat import is_u64
 from cce_knowledge.store import snapshots as S
 from cce_knowledge.sync import cck
 
@@ -91,7 +92,7 @@ def _head(text: bytes) -> dict[str, object]:
         or set(head) != {"schema", "snapshot", "records"}
         or not isinstance(head["schema"], str)
         or not isinstance(head["snapshot"], str)
-        or not cck._is_u64(head["records"])
+        or not is_u64(head["records"])
     ):
         raise _Layout("unexpected head fields")
     return head
