@@ -30,6 +30,29 @@ def add_dir(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_json(p: argparse.ArgumentParser, what: str = "the result as JSON") -> None:
+    """`--json`: the command's output for programs (never parse the human text)."""
+    p.add_argument("--json", action="store_true", help=f"print {what}")
+
+
+#: The knowledge commands' remote chain (docs/spec/sync.md §3.3).
+REMOTE_HELP = "cache repository URL (overrides knowledge.sync.remote / sync.remote)"
+
+
+def add_remote(
+    p: argparse.ArgumentParser, help: str = REMOTE_HELP, *, required: bool = False
+) -> None:
+    """`--remote URL`: the git cache repository."""
+    p.add_argument("--remote", metavar="URL", required=required, help=help)
+
+
+def add_corpus(
+    p: argparse.ArgumentParser, help: str = "corpus id (default: knowledge.sync.corpus_id)"
+) -> None:
+    """`--corpus ID`: which corpus of the cache."""
+    p.add_argument("--corpus", metavar="ID", help=help)
+
+
 def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-q",

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir
+from cce_knowledge.cli.common import add_dir, add_json, add_remote
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.jsonout import pretty
 
@@ -34,13 +34,9 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         epilog="exit status: 0 reported, 1 no store (or it cannot be loaded), 2 usage error",
     )
     add_dir(p)
-    p.add_argument(
-        "--json", action="store_true", help="print a cce.knowledge.status/v1 JSON object"
-    )
+    add_json(p, "a cce.knowledge.status/v1 JSON object")
     p.add_argument("--offline", action="store_true", help="do not contact the remote")
-    p.add_argument(
-        "--remote", metavar="URL", help="remote to compare against (default: from .cce/config)"
-    )
+    add_remote(p, "remote to compare against (default: from .cce/config)")
     p.add_argument(
         "--timeout",
         type=float,

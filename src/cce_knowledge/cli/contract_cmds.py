@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir
+from cce_knowledge.cli.common import add_dir, add_json
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import CceError, UsageError
 from cce_knowledge.core.jsonout import pretty
@@ -65,7 +65,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         default="text",
         help="text lines (default) or a JSON list of {file,line,column,path,message}",
     )
-    p.add_argument("--json", action="store_true", help="same as --format json")
+    add_json(p, "JSON (the same as --format json)")
     p.add_argument(
         "--kind",
         choices=("auto", "feed", "manifest", "suite"),

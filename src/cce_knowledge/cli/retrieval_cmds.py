@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir, add_quiet, hybrid_ranking
+from cce_knowledge.cli.common import add_dir, add_json, add_quiet, hybrid_ranking
 from cce_knowledge.core.jsonout import pretty
 
 _RANKINGS = ("default", "reference", "hybrid")
@@ -81,7 +81,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         help="drop hits scoring below X (default: 0.05 for the default and hybrid "
         "rankings; knowledge.min_score, 0.30, for the reference ranking)",
     )
-    sp.add_argument("--json", action="store_true", help="print hits as a JSON array")
+    add_json(sp, "hits as a JSON array")
     sp.set_defaults(func=cmd_search)
 
     ap = sub.add_parser(
@@ -102,9 +102,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         metavar="ROOT",
         help="run against the store installed under ROOT/.cce/knowledge",
     )
-    ap.add_argument(
-        "--json", action="store_true", help="print the cce.knowledge.ask.report/v1 JSON report"
-    )
+    add_json(ap, "the cce.knowledge.ask.report/v1 JSON report")
     ap.add_argument(
         "--min-score",
         type=_finite_float,

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.cli.common import add_dir, add_quiet
+from cce_knowledge.cli.common import add_dir, add_json, add_quiet
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.core.jsonout import pretty
 
@@ -49,7 +49,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         action="store_true",
         help="ignore stored vectors and embed every chunk again (e.g. after a model update)",
     )
-    p.add_argument("--json", action="store_true", help="print the run's report as JSON")
+    add_json(p, "the run's report as JSON")
     add_quiet(p)
     p.set_defaults(func=run)
 

@@ -12,13 +12,19 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
+from cce_knowledge.cli.common import (
+    add_corpus,
+    add_dir,
+    add_json,
+    add_quiet,
+    add_remote,
+    report_search_build,
+)
 from cce_knowledge.core.jsonout import pretty
 
 if TYPE_CHECKING:
     from cce_knowledge.sync.push import PushResult
 
-_REMOTE_HELP = "cache repository URL (overrides knowledge.sync.remote / sync.remote)"
 _EXIT = "exit status: 0 {ok}, 1 refused or failed, 2 usage error"
 
 
@@ -141,8 +147,8 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         ),
         epilog=_EXIT.format(ok="published or dry-run reported"),
     )
-    p.add_argument("--corpus", metavar="ID", help="corpus id (default: knowledge.sync.corpus_id)")
-    p.add_argument("--remote", metavar="URL", help=_REMOTE_HELP)
+    add_corpus(p)
+    add_remote(p)
     add_dir(p)
     p.add_argument(
         "--force", action="store_true", help="skip the shrink guard (intentional shrink)"
@@ -164,7 +170,7 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "refreshing pushed_at (the reference's behaviour)"
         ),
     )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json(p)
     add_quiet(p)
     p.set_defaults(func=_push)
 
@@ -184,16 +190,16 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         ),
         epilog=_EXIT.format(ok="installed"),
     )
-    q.add_argument("--corpus", metavar="ID", help="corpus id (default: knowledge.sync.corpus_id)")
+    add_corpus(q)
     g = q.add_mutually_exclusive_group()
     g.add_argument("--latest", action="store_true", help="the remote `current` (the default)")
     g.add_argument("--snapshot", metavar="ID", help="a specific published snapshot")
     q.add_argument(
         "--force", action="store_true", help="replace a store that came from a different corpus"
     )
-    q.add_argument("--remote", metavar="URL", help=_REMOTE_HELP)
+    add_remote(q)
     add_dir(q)
-    q.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json(q)
     add_quiet(q)
     q.set_defaults(func=_pull)
 
@@ -286,7 +292,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         ),
         epilog=_EXIT.format(ok="configured"),
     )
-    p.add_argument("--remote", metavar="URL", required=True, help="cache repository URL")
+    add_remote(p, "cache repository URL", required=True)
     lfs = p.add_mutually_exclusive_group()
     lfs.add_argument(
         "--lfs", dest="lfs", action="store_true", default=True, help="use git-LFS (default)"
@@ -305,8 +311,8 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         description="List the corpora (and any code repos) the cache carries. Read-only.",
         epilog=_EXIT.format(ok="listed"),
     )
-    ls.add_argument("--remote", metavar="URL", help="cache repository URL (overrides sync.remote)")
-    ls.add_argument("--json", action="store_true", help="print cce.synclist/v1 JSON")
+    add_remote(ls, "cache repository URL (overrides sync.remote)")
+    add_json(ls, "cce.synclist/v1 JSON")
     add_dir(ls)
     ls.set_defaults(func=_list)
 
@@ -323,10 +329,8 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     )
     pl.add_argument("--all", action="store_true", help="pull everything the cache carries")
     pl.add_argument("--into", metavar="DIR", help="destination root (required with --all)")
-    pl.add_argument("--remote", metavar="URL", help="cache repository URL (overrides sync.remote)")
-    pl.add_argument(
-        "--corpus", metavar="ID", help="which corpus to install when the cache has several"
-    )
+    add_remote(pl, "cache repository URL (overrides sync.remote)")
+    add_corpus(pl, "which corpus to install when the cache has several")
     add_quiet(pl)
     pl.set_defaults(func=_sync_pull, _cmd_parser=pl)
 
