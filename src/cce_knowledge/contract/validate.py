@@ -147,7 +147,7 @@ def _feed(report: FileReport, text: str) -> list[int]:
     ok_lines: list[int] = []
     for n, r in iter_feed(text):
         if isinstance(r, FeedLineError):
-            report.problems.append(Problem(report.file, n, r.path, r.message, r.column))
+            report.problems.append(Problem(report.file, n, r.path, r.shown_message, r.column))
         else:
             report.count += 1
             ok_lines.append(n)
