@@ -20,9 +20,9 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from mcp import ClientSession
 from tests.helpers.paths import REPO, TESTS
 
 CCE = [sys.executable, "-m", "cce_knowledge"]
@@ -63,9 +63,19 @@ def _record(i: int) -> str:
 def test_a_grown_feed_says_regenerate_the_manifest(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     feed.write_text(_record(1) + "\n")
-    assert cce("knowledge", "manifest", str(feed), "--out", str(tmp_path / "m.json")).returncode == 0
+    assert (
+        cce("knowledge", "manifest", str(feed), "--out", str(tmp_path / "m.json")).returncode == 0
+    )
     feed.write_text(_record(1) + "\n" + _record(2) + "\n")
-    p = cce("knowledge", "index", str(feed), "--manifest", str(tmp_path / "m.json"), "--dir", str(tmp_path))
+    p = cce(
+        "knowledge",
+        "index",
+        str(feed),
+        "--manifest",
+        str(tmp_path / "m.json"),
+        "--dir",
+        str(tmp_path),
+    )
     assert p.returncode == 1
     assert p.stderr == (
         "error: feed does not match its manifest: manifest declares 1 record(s), feed has 2 — "
@@ -76,7 +86,15 @@ def test_a_grown_feed_says_regenerate_the_manifest(tmp_path: Path) -> None:
     # A feed that shrank still says what the reference says.
     feed.write_text("")
     (tmp_path / "m2.json").write_text('{"records": 1, "sha256": "' + "0" * 64 + '"}')
-    p = cce("knowledge", "index", str(feed), "--manifest", str(tmp_path / "m2.json"), "--dir", str(tmp_path))
+    p = cce(
+        "knowledge",
+        "index",
+        str(feed),
+        "--manifest",
+        str(tmp_path / "m2.json"),
+        "--dir",
+        str(tmp_path),
+    )
     assert "feed has 0 — the feed is truncated or incomplete" in p.stderr
 
 
@@ -88,7 +106,10 @@ def test_a_bom_is_named_and_refused_as_the_reference_refuses_it(tmp_path: Path) 
     assert bom.read_bytes().startswith(b"\xef\xbb\xbf")
     p = cce("knowledge", "index", str(bom), "--dir", str(tmp_path))
     assert p.returncode == 1
-    assert "expected value at line 1 column 1 — the line starts with a UTF-8 byte order mark" in p.stderr
+    assert (
+        "expected value at line 1 column 1 — the line starts with a UTF-8 byte order mark"
+        in p.stderr
+    )
     assert "save it as UTF-8 without a BOM" in p.stderr
     assert not (tmp_path / ".cce" / "knowledge" / "current").exists()  # the reference's store
     p = cce("knowledge", "validate", str(bom))
@@ -146,10 +167,18 @@ def test_ask_says_which_corpus_answered(tmp_path: Path) -> None:
         "memory — not an installed store (pass --dir ROOT for that)"
     )
     store = tmp_path / "store"
-    assert cce("knowledge", "index", str(REPO / "examples" / "feed.jsonl"), "--dir", str(store), "-q").returncode == 0
+    assert (
+        cce(
+            "knowledge", "index", str(REPO / "examples" / "feed.jsonl"), "--dir", str(store), "-q"
+        ).returncode
+        == 0
+    )
     p = cce("knowledge", "ask", str(suite), "--dir", str(store))
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[2] == f"  source   : the store installed under {store}/.cce/knowledge (--dir)"
+    assert (
+        p.stdout.splitlines()[2]
+        == f"  source   : the store installed under {store}/.cce/knowledge (--dir)"
+    )
     # The JSON report (a published contract) is unchanged.
     p = cce("knowledge", "ask", str(suite), "--json")
     assert "source" not in json.loads(p.stdout)

@@ -85,9 +85,12 @@ def test_an_unknown_top_level_block_names_the_known_ones(tmp_path: Path) -> None
     root = project(tmp_path, "knowlege:\n  ranking: hybrid\nzzz: 1\n")
     p = cce(root, "knowledge", "search", "alpha")
     assert p.returncode == 0
-    assert ".cce/config:1: unknown key `knowlege` is ignored — did you mean `knowledge`?" in p.stderr
-    assert ".cce/config:3: unknown key `zzz` is ignored (known here: knowledge, markdown, sync)" in (
-        p.stderr
+    assert (
+        ".cce/config:1: unknown key `knowlege` is ignored — did you mean `knowledge`?" in p.stderr
+    )
+    assert (
+        ".cce/config:3: unknown key `zzz` is ignored (known here: knowledge, markdown, sync)"
+        in (p.stderr)
     )
 
 
@@ -184,7 +187,9 @@ def test_doctor_files_a_yaml_error_under_config_not_semantic(tmp_path: Path) -> 
 @pytest.mark.parametrize("kind", [[], ["--kind", "config"]])
 def test_validate_checks_the_config_against_its_schema(tmp_path: Path, kind: list[str]) -> None:
     root = project(
-        tmp_path, TYPO_RANKING + "  enabled: yes\n  sync:\n    retention: keep-last-ten\n", indexed=False
+        tmp_path,
+        TYPO_RANKING + "  enabled: yes\n  sync:\n    retention: keep-last-ten\n",
+        indexed=False,
     )
     p = cce(root, "knowledge", "validate", *kind, ".cce/config")
     assert p.returncode == 1

@@ -21,7 +21,11 @@ import yaml
 
 from tests.helpers.paths import REPO, TEST_IDENTITY
 
-DATES = {"a.md": "2020-01-01T00:00:00Z", "b.md": "2021-01-01T00:00:00Z", "c.md": "2022-01-01T00:00:00Z"}
+DATES = {
+    "a.md": "2020-01-01T00:00:00Z",
+    "b.md": "2021-01-01T00:00:00Z",
+    "c.md": "2022-01-01T00:00:00Z",
+}
 
 
 def _git(cwd: Path, *args: str, date: str | None = None) -> str:
@@ -61,7 +65,17 @@ def _clone(origin: Path, dest: Path, *depth: str) -> Path:
 def extract(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CCE_", "GITHUB_"))}
     return subprocess.run(
-        [sys.executable, "-m", "cce_knowledge", "knowledge", "extract", "docs", "--root", "docs", *args],
+        [
+            sys.executable,
+            "-m",
+            "cce_knowledge",
+            "knowledge",
+            "extract",
+            "docs",
+            "--root",
+            "docs",
+            *args,
+        ],
         cwd=root,
         env=env,
         capture_output=True,
@@ -97,7 +111,9 @@ def test_a_shallow_clone_is_refused_naming_fetch_depth(origin: Path, tmp_path: P
     assert "git fetch --unshallow" in p.stderr and "--allow-shallow" in p.stderr
 
 
-def test_allow_shallow_leaves_out_only_the_dates_the_cut_hides(origin: Path, tmp_path: Path) -> None:
+def test_allow_shallow_leaves_out_only_the_dates_the_cut_hides(
+    origin: Path, tmp_path: Path
+) -> None:
     one = _clone(origin, tmp_path / "one", "--depth", "1")
     p = extract(one, "--allow-shallow")
     assert p.returncode == 0, p.stderr
@@ -120,7 +136,9 @@ def test_allow_shallow_leaves_out_only_the_dates_the_cut_hides(origin: Path, tmp
 
 
 def _workflow_files() -> list[Path]:
-    return sorted([*(REPO / "workflows").glob("*.yml"), *(REPO / ".github" / "workflows").glob("*.yml")])
+    return sorted(
+        [*(REPO / "workflows").glob("*.yml"), *(REPO / ".github" / "workflows").glob("*.yml")]
+    )
 
 
 def _extracts_docs(step: dict[str, Any]) -> bool:

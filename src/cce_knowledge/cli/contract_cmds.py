@@ -61,7 +61,10 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         formatter_class=formatter_class,
     )
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="feed, manifest, suite or .cce/config files (- for stdin)"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="feed, manifest, suite or .cce/config files (- for stdin)",
     )
     p.add_argument(
         "--format",

@@ -61,6 +61,8 @@ def unknown_keys(doc: yaml.Node | None, path: Path, form: Any) -> list[str]:
     index) knows, in file order: `{path}:{line}: unknown key `a.b` is ignored — did you
     mean `c`?`. Never raises: a file that does not have this shape says nothing here
     (its reading rules decide)."""
+    if doc is None:
+        return []  # no file: never pay for PyYAML's import (a cold search stays lean)
     import yaml
 
     out: list[str] = []
@@ -89,8 +91,7 @@ def unknown_keys(doc: yaml.Node | None, path: Path, form: Any) -> list[str]:
                 text += f" (known here: {', '.join(sorted(known))})"
             out.append(text)
 
-    if doc is not None:
-        walk(doc, form, "", True)
+    walk(doc, form, "", True)
     return out
 
 
@@ -103,7 +104,9 @@ def retention_problem(value: str) -> str | None:
     m = _RETENTION.fullmatch(v)
     if m and int(m.group(1)) < 2**64:
         return None
-    return f"{escape_untrusted(repr(value))} is not a retention policy; allowed: {RETENTION_ALLOWED}"
+    return (
+        f"{escape_untrusted(repr(value))} is not a retention policy; allowed: {RETENTION_ALLOWED}"
+    )
 
 
 def _node_at(doc: yaml.Node, path: list[str | int]) -> yaml.Node:

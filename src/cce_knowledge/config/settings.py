@@ -331,7 +331,9 @@ def _knowledge_sync(knowledge: dict[str, yaml.Node] | None, path: Path) -> Knowl
         remote=as_opt_str(m.get("remote")) or None,
         retention=retention,
         retention_problem=(
-            None if why is None else f"{path}:{line_of(m['retention'])}: knowledge.sync.retention: {why}"
+            None
+            if why is None
+            else f"{path}:{line_of(m['retention'])}: knowledge.sync.retention: {why}"
         ),
     )
 
