@@ -203,3 +203,14 @@ def test_validate_checks_the_config_against_its_schema(tmp_path: Path, kind: lis
     p = cce(root, "knowledge", "validate", ".cce/config")
     assert p.returncode == 0, p.stdout
     assert p.stdout == ".cce/config: ok — project settings (cce.config)\n"
+
+
+def test_mcp_search_refuses_a_bad_ranking_as_the_cli_does(tmp_path: Path) -> None:
+    from cce_knowledge.mcp.tools import KnowledgeTools
+
+    root = project(tmp_path, "knowledge:\n  ranking: fancy\n")
+    cli = cce(root, "knowledge", "search", "alpha")
+    out = KnowledgeTools(root).call("context_search", {"query": "alpha"})
+    assert out.is_error
+    why = cli.stderr.strip().removeprefix("error: ").removeprefix(".cce/config")
+    assert out.text.startswith("context_search: ") and out.text.endswith(why)
