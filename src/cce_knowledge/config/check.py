@@ -5,6 +5,10 @@ word (`knowledge.sync.retention: keep-last-ten` keeps every snapshot). We keep r
 the file its way, but never silently: an unknown key is a warning naming the key, its
 line and the closest known key; a bad value of a key we act on is a problem that the
 command using it refuses (config/settings.py keeps it; the command raises it).
+
+Lazy imports: PyYAML (~15 ms) only when there is a file to walk, and jsonschema only
+for `cce knowledge validate .cce/config`: a cold search without a config pays for
+neither.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
+from cce_knowledge.config.reader import Unparsable, WrongType, compose, to_python
 from cce_knowledge.core.untrusted import shown as escape_untrusted
 
 if TYPE_CHECKING:
@@ -134,8 +139,6 @@ def validate_config(
     keys: `(line, $.path, message)` for every problem, in file order. Scalars are typed
     as the reference types them (config/reader.py), so `enabled: yes` is a string."""
     from jsonschema import Draft202012Validator
-
-    from cce_knowledge.config.reader import Unparsable, WrongType, compose, to_python
 
     try:
         text = raw.decode("utf-8")
