@@ -238,6 +238,49 @@ def test_every_relative_markdown_link_in_the_docs_resolves() -> None:
     assert seen > 20
 
 
+def github_anchors(text: str) -> set[str]:
+    """The fragment ids GitHub gives a Markdown page: each heading's slug (lower case,
+    punctuation dropped, spaces to hyphens, `-1`, `-2` for repeats) and explicit
+    `<a id>`/`<a name>`. A `{#id}` suffix is not one: GitHub shows it as text."""
+    out: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _FENCE.sub("", text).splitlines():
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        heading = re.sub(r"`([^`]*)`", r"\1", m.group(1))
+        heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out | set(re.findall(r'<a\s+(?:id|name)="([^"]+)"', text))
+
+
+def test_github_anchors() -> None:
+    text = '## `hybrid` — the default, plus more {#hybrid}\n## A b\n## A b\n<a id="x"></a>\n'
+    assert github_anchors(text) == {"hybrid--the-default-plus-more-hybrid", "a-b", "a-b-1", "x"}
+
+
+def test_every_markdown_anchor_in_the_docs_resolves_on_github() -> None:
+    """`page.md#frag` and `#frag` name a heading GitHub renders with that id."""
+    bad, seen = [], 0
+    for rel in _markdown_files():
+        text = (REPO / rel).read_text(encoding="utf-8")
+        for target in _LINK.findall(_strip_code(text)) + _REF_LINK.findall(_strip_code(text)):
+            if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:|^//", target) or "#" not in target:
+                continue
+            path, frag = target.split("#", 1)
+            page = (REPO / rel).parent / path if path else REPO / rel
+            if page.suffix != ".md" or not page.is_file():
+                continue
+            seen += 1
+            if frag not in github_anchors(page.read_text(encoding="utf-8")):
+                bad.append(f"{rel}: {target}")
+    assert not bad, "anchors GitHub does not render:\n" + "\n".join(bad)
+    assert seen > 10
+
+
 def test_the_link_checker_sees_links_and_skips_code() -> None:
     text = (
         "[a](x.md) [b](<y.md>) ![img](i.png) `[e](code.md)`\n"

@@ -221,6 +221,8 @@ def _zizmor_targets() -> list[str]:
     """Every action and workflow, named one by one (zizmor given the `workflows/`
     directory would look for `.github/workflows` under it and check nothing)."""
     files = [*ALL_ACTIONS, *sorted((ROOT / ".github" / "workflows").glob("*.yml")), *CALLERS]
+    # Dependabot's configuration too (its `dependabot-cooldown` audit, issue 21 §7).
+    files.append(ROOT / ".github" / "dependabot.yml")
     return [str(p.relative_to(ROOT)) for p in files]
 
 

@@ -36,10 +36,14 @@ def test_human_report_matches_the_reference(capsys: pytest.CaptureFixture[str]) 
     rc, out, _ = _run(capsys, "knowledge", "ask", str(SUITE), "--ranking", "reference")
     assert rc == 0
     assert "  proven   : 7/7\n" in out and "  NO" not in out
-    # Prototype-derived digest of the full report (docs/spec/core.md §13, G11).
-    digest = hashlib.sha256(out.encode()).hexdigest()
-    assert digest.startswith("d64716cf") and digest.endswith("b095cd")
+    # Prototype-derived digest of the full report (docs/spec/core.md §13, G11), which is
+    # ours without its one added line, `source` (issue 21 §6: which corpus answered).
     lines = out.splitlines()
+    assert lines[2].startswith("  source   : the suite's `corpus` feed ")
+    reference = "".join(ln + "\n" for i, ln in enumerate(lines) if i != 2)
+    digest = hashlib.sha256(reference.encode()).hexdigest()
+    assert digest.startswith("d64716cf") and digest.endswith("b095cd")
+    lines = reference.splitlines()
     assert lines[5] == "  query                           P@k    recall       MRR    rank  proven"
     assert lines[10] == "  ask-session-store           0.200000  1.000000  0.500000       2  yes"
     assert lines[-1] == "  mean                        0.200000  1.000000  0.928571"

@@ -102,7 +102,7 @@ def test_a_bad_config_value_names_the_file_and_key(
     (tmp_path / ".cce").mkdir()
     (tmp_path / ".cce" / "config").write_text("knowledge:\n  redaction: loose\n")
     rc, _, err = cli(capsys, "knowledge", "index", str(feed), "--dir", str(tmp_path))
-    assert rc == 1
+    assert rc == 2  # a bad config value is a usage error (issue 21 §4)
     assert "knowledge.redaction" in err and str(tmp_path / ".cce" / "config") in err
     assert not (knowledge_dir(tmp_path) / "current").exists()
 

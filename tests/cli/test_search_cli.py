@@ -111,9 +111,15 @@ def test_ranking_from_config(root: Path, capsys: pytest.CaptureFixture[str]) -> 
         capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1", "--ranking", "default"
     )
     assert "[0.946886]" not in out
-    # A bad value is ignored (the default ranking), never an error.
+    # A bad value refuses the search (exit 2, issue 21 §4), naming it and the choices;
+    # `--ranking` still decides without it.
     (root / ".cce" / "config").write_text("knowledge:\n  ranking: fancy\n")
-    rc, out, _ = _run(capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1")
+    rc, out, err = _run(capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1")
+    assert rc == 2 and out == ""
+    assert "knowledge.ranking: 'fancy' is not a ranking; allowed: default, reference, hybrid" in err
+    rc, out, _ = _run(
+        capsys, "knowledge", "search", QUERY, "--dir", str(root), "-k", "1", "--ranking", "default"
+    )
     assert rc == 0 and "[0.946886]" not in out
 
 

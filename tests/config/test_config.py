@@ -166,14 +166,17 @@ def test_knowledge_sync_survives_a_bad_sibling(tmp_path: Path) -> None:
     assert k.enabled is True and k.sync.corpus_id == "c1"
 
 
-def test_bad_ranking_warns_naming_file_and_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_ranking_is_kept_naming_file_line_and_key(tmp_path: Path) -> None:
+    # Issue 21 §4: a bad value never resets the block, and the commands that rank
+    # refuse it (exit 2) rather than silently using the default ranking.
     root = write(tmp_path, "knowledge:\n  ranking: fancy\n  enabled: false\n")
     settings = load_settings(root)
     assert settings.knowledge.ranking is None and settings.knowledge.enabled is False
-    err = capsys.readouterr().err
-    assert f"{root / '.cce' / 'config'}: knowledge.ranking: 'fancy'" in err
+    assert settings.knowledge.ranking_problem == (
+        f"{root / '.cce' / 'config'}:2: knowledge.ranking: 'fancy' is not a ranking; "
+        "allowed: default, reference, hybrid"
+    )
+    assert settings.problems == (settings.knowledge.ranking_problem,)
 
 
 def test_bad_ranking_and_provider_messages_list_the_choices(
@@ -183,10 +186,8 @@ def test_bad_ranking_and_provider_messages_list_the_choices(
         tmp_path, "knowledge:\n  ranking: fancy\n  semantic:\n    provider: bing\n    model: m\n"
     )
     k = load_settings(root, env={}).knowledge
-    err = capsys.readouterr().err
-    assert err.endswith(
-        "knowledge.ranking: 'fancy' is not one of default, reference, hybrid; "
-        "using the default ranking\n"
+    assert (k.ranking_problem or "").endswith(
+        "knowledge.ranking: 'fancy' is not a ranking; allowed: default, reference, hybrid"
     )
     with pytest.raises(ConfigError) as e:
         k.semantic_config()

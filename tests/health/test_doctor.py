@@ -269,10 +269,11 @@ def test_bad_config_is_said_once_and_not_as_a_semantic_problem(
     rc, out, err = run(tmp_path, capsys)
     assert rc == 0, out + err
     lines = lines_of(out)
-    assert lines[1] == "knowledge:"
+    assert lines[1] == "config:"
     assert lines[2].startswith(f"  advisory  {tmp_path / '.cce' / 'config'}: knowledge.redaction")
     assert "the checks below assume the defaults" in lines[2]
     assert sum("knowledge.redaction" in ln for ln in lines) == 1
     assert not any("semantic retrieval" in ln for ln in lines)
     # The store itself was still checked.
-    assert lines[3].startswith("  ok        contract cce.knowledge/v1")
+    assert lines[3] == "knowledge:"
+    assert lines[4].startswith("  ok        contract cce.knowledge/v1")

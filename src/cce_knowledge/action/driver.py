@@ -43,6 +43,7 @@ from cce_knowledge.action.interface import (  # noqa: F401 (re-exported)
 from cce_knowledge.action.push_report import PushReport, ReportError
 from cce_knowledge.action.state import RunState
 from cce_knowledge.action.summary import diff_section, render_summary
+from cce_knowledge.config.check import retention_problem
 from cce_knowledge.config.reader import config_path
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.rustcompat import rs_is_blank
@@ -52,7 +53,6 @@ from cce_knowledge.sync.remote import secret_forms
 
 # Tokens that must never reach a child that does not need them.
 _TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN")
-_RETENTION_RE = re.compile(r"(all|keep-last-[0-9]+)")
 _MAX_ANNOTATIONS = 50
 #: argparse's last stderr line: `prog: error: message`.
 _ARGPARSE_ERROR = re.compile(r"^\S.*?: error: .*$", re.M)
@@ -322,10 +322,9 @@ class Driver:
     # -- steps -----------------------------------------------------------------------------
     def _retention_input(self) -> str:
         retention = self.inp("retention")
-        if retention and not _RETENTION_RE.fullmatch(retention):
-            raise StepFailed(
-                f"input `retention`: expected `all` or `keep-last-<n>`, got {retention!r}"
-            )
+        # The same words as `cce knowledge push` says of the config key.
+        if retention and (why := retention_problem(retention)) is not None:
+            raise StepFailed(f"input `retention`: {why}")
         return retention
 
     def step_feed(self) -> None:

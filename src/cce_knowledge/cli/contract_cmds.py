@@ -20,15 +20,19 @@ from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import io_error_text
 
 VALIDATE_DESCRIPTION = """\
-Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests and
-cce.knowledge.ask/v1 suites, reporting every bad line (not just the first):
+Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests,
+cce.knowledge.ask/v1 suites and a project's .cce/config, reporting every bad line
+(not just the first):
 
   FILE:LINE: $.path: message (column C)
 
 The rules are exactly those `cce knowledge index` and `cce knowledge ask` apply, so
-a file that validates clean is one they accept. The kind is detected: a name ending
-in .manifest.json or a single cce.feed-manifest/v1 object is a manifest; a first line
-whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a feed.
+a file that validates clean is one they accept. A .cce/config is checked against
+schemas/cce.config.schema.json, and each unknown key is named with the closest
+known one. The kind is detected: a path ending in .cce/config is a config; a name
+ending in .manifest.json or a single cce.feed-manifest/v1 object is a manifest; a
+first line whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a
+feed.
 Relative paths are resolved against --dir; FILE `-` reads standard input.
 
 Under GitHub Actions (GITHUB_ACTIONS=true) each problem is also printed as an
@@ -52,12 +56,15 @@ exit status: 0 written, 1 refused or failed, 2 usage error"""
 def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(
         "validate",
-        help="check feeds, manifests and ask suites; report every bad line",
+        help="check feeds, manifests, ask suites and .cce/config; report every bad line",
         description=VALIDATE_DESCRIPTION,
         formatter_class=formatter_class,
     )
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="feed, manifest or suite files (- for stdin)"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="feed, manifest, suite or .cce/config files (- for stdin)",
     )
     p.add_argument(
         "--format",
@@ -68,7 +75,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     add_json(p, "JSON (the same as --format json)")
     p.add_argument(
         "--kind",
-        choices=("auto", "feed", "manifest", "suite"),
+        choices=("auto", "feed", "manifest", "suite", "config"),
         default="auto",
         help="what the files are (default: detect)",
     )
@@ -110,6 +117,15 @@ def github_annotation(file: str, line: int | None, column: int | None, message: 
     return f"::error {','.join(props)}::{_gh_data(message)}"
 
 
+def _check_config(shown: str, raw: bytes) -> list[tuple[int | None, str, str]]:
+    from cce_knowledge.config.check import validate_config
+    from cce_knowledge.config.schema import SCHEMA_FILE
+    from cce_knowledge.config.settings import Settings
+    from cce_knowledge.contract.schemas import load_schema
+
+    return validate_config(shown, raw, Settings, load_schema(SCHEMA_FILE))
+
+
 def run_validate(args: argparse.Namespace) -> int:
     from cce_knowledge.contract.validate import validate_file
 
@@ -124,7 +140,14 @@ def run_validate(args: argparse.Namespace) -> int:
         data = sys.stdin.buffer.read() if f == "-" else None
         name = "<stdin>" if f == "-" else f
         reports.extend(
-            validate_file(name, kind=args.kind, manifest=args.manifest, base=base, data=data)
+            validate_file(
+                name,
+                kind=args.kind,
+                manifest=args.manifest,
+                base=base,
+                data=data,
+                config_check=_check_config,
+            )
         )
     problems = [p for r in reports for p in r.problems]
     as_json = args.json or args.format == "json"

@@ -159,8 +159,10 @@ def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> 
         description=(
             "One record per Markdown file (*.md, *.markdown): YAML frontmatter gives\n"
             "title/labels/group, else the first heading, else the file name. updated_at\n"
-            "and url come from the last commit touching the file. Hidden folders,\n"
-            "vendor/ and node_modules/ are skipped.\n\n" + _EXIT
+            "and url come from the last commit touching the file, so a shallow clone\n"
+            "(actions/checkout's default) is refused: check out with `fetch-depth: 0`,\n"
+            "or pass --allow-shallow. Hidden folders, vendor/ and node_modules/ are\n"
+            "skipped.\n\n" + _EXIT
         ),
     )
     src = dp.add_mutually_exclusive_group(required=True)
@@ -194,6 +196,12 @@ def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> 
         "--url-base",
         metavar="URL",
         help="file URLs as URL/<sha>/<path> instead of deriving them from the remote",
+    )
+    dp.add_argument(
+        "--allow-shallow",
+        action="store_true",
+        help="read a shallow git clone anyway, leaving updated_at out of every file "
+        "whose last change the cut history cannot show",
     )
     _common_out(dp)
     dp.set_defaults(func=_docs)
@@ -308,6 +316,7 @@ def _docs(args: argparse.Namespace) -> int:
         source=args.source,
         id_prefix=args.id_prefix,
         url_base=args.url_base,
+        allow_shallow=args.allow_shallow,
     )
     records = extract_docs(opts, warn=_warn(args))
     write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)

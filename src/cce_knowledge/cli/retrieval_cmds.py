@@ -90,8 +90,12 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         formatter_class=formatter_class,
         description=(
             "Run a cce.knowledge.ask/v1 suite: each question must surface its expected\n"
-            "record ids in its top k. Without --dir the suite's `corpus` header feed is\n"
-            "ingested in memory; with --dir the installed store is used.\n"
+            "record ids in its top k.\n\n"
+            "Which corpus answers (the report's `source` line says it):\n"
+            "  without --dir  the feed named by the suite's `corpus` header, indexed in\n"
+            "                 memory — NOT the store in the current directory;\n"
+            "  with --dir     the store installed under ROOT/.cce/knowledge (what search,\n"
+            "                 MCP and a pull use).\n\n"
             "Exit 0 when every question is proven, 1 otherwise (usable as a CI gate)."
         ),
     )
@@ -100,7 +104,8 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "--dir",
         default=None,
         metavar="ROOT",
-        help="run against the store installed under ROOT/.cce/knowledge",
+        help="run against the store installed under ROOT/.cce/knowledge instead of the "
+        "suite's `corpus` feed (`--dir .` for the current directory's store)",
     )
     add_json(ap, "the cce.knowledge.ask.report/v1 JSON report")
     ap.add_argument(

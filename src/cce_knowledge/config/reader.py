@@ -51,11 +51,23 @@ def config_path(root: str | os.PathLike[str]) -> Path:
     return Path(root) / CONFIG_REL
 
 
-def _compose(text: str) -> yaml.Node | None:
+def compose(text: str) -> yaml.Node | None:
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        raise Unparsable(str(e)) from e
+        raise Unparsable(_one_line(e)) from e
+
+
+def _one_line(e: Exception) -> str:
+    """A YAML error on one line, `line L, column C: what` (PyYAML's own text spans
+    several lines and quotes the source; a report line must stay one line)."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(e).split())
+    context = getattr(e, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    return f"{where}: {problem}" + (f" ({context})" if context else "")
 
 
 def load_document(path: Path) -> yaml.Node | None:
@@ -66,7 +78,7 @@ def load_document(path: Path) -> yaml.Node | None:
         return None
     except (OSError, UnicodeDecodeError) as e:
         raise Unparsable(str(e)) from e
-    return _compose(text)
+    return compose(text)
 
 
 def mapping(node: yaml.Node | None) -> dict[str, yaml.Node] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cce_knowledge.config.check import RETENTION_PATTERN
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.contract.schemas import SCHEMA_BASE_URI, SCHEMA_FILES
 
@@ -22,7 +23,14 @@ def config_json_schema() -> dict[str, Any]:
 
     schema = TypeAdapter(Settings).json_schema(mode="validation")
     # Not a key: the reason a configured `knowledge.semantic` is unusable.
+    # Not keys either: why a value is unusable, and the file's problems.
     del schema["$defs"]["KnowledgeSettings"]["properties"]["semantic_problem"]
+    del schema["$defs"]["KnowledgeSettings"]["properties"]["ranking_problem"]
+    del schema["$defs"]["KnowledgeSyncSettings"]["properties"]["retention_problem"]
+    del schema["properties"]["problems"]
+    # The retention grammar (docs/spec/sync.md §3.4), so `validate` names a typo.
+    for blk in ("KnowledgeSyncSettings", "SyncSettings"):
+        schema["$defs"][blk]["properties"]["retention"]["pattern"] = RETENTION_PATTERN
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

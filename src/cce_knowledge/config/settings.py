@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from cce_knowledge.config.check import line_of, retention_problem, unknown_keys
 from cce_knowledge.config.choices import DEFAULT_REDACTION, Redaction
 from cce_knowledge.config.reader import (
     Unparsable,
@@ -44,6 +45,7 @@ from cce_knowledge.config.reader import (
 )
 from cce_knowledge.config.validate import validate_value
 from cce_knowledge.core.errors import ConfigError
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.core.urls import display_url
 
 if TYPE_CHECKING:
@@ -90,10 +92,16 @@ class KnowledgeSyncSettings:
     """Git URL of the cache repository; wins over `sync.remote`."""
     retention: str = "all"
     """`all`, or `keep-last-<n>`: snapshots kept on the remote after a push."""
+    retention_problem: str | None = None
+    """Not a key (left out of the schema): why `retention` is not a policy. The
+    reference reads it as `all`; `push` refuses it instead (see `keep_last`)."""
 
     @property
     def keep_last(self) -> int | None:
-        """n of `keep-last-<n>`; None keeps every snapshot."""
+        """n of `keep-last-<n>`; None keeps every snapshot. Raises ConfigError (exit 2)
+        naming the value and the allowed ones when `retention` is not a policy."""
+        if self.retention_problem is not None:
+            raise ConfigError(self.retention_problem)
         return parse_retention(self.retention)
 
 
@@ -131,6 +139,9 @@ class KnowledgeSettings:
     """The cache repository of `cce knowledge push|pull`."""
     ranking: Ranking | None = None
     """Ours: the ranking `search`/`ask`/MCP use when `--ranking` is not given."""
+    ranking_problem: str | None = None
+    """Not a key (left out of the schema): why `ranking` is not a ranking; the
+    commands that would use it refuse it (retrieval/rankings.py)."""
     redaction: Redaction = DEFAULT_REDACTION
     """Ours: the secret redaction `cce knowledge index` applies when `--redaction` is
     not given. `extended` (the default): the reference's rules plus the shapes of a
@@ -184,6 +195,10 @@ class Settings:
     """The knowledge layer: indexing, search and its cache repository."""
     sync: SyncSettings = field(default_factory=SyncSettings)
     """The cache remote of `cce sync`."""
+    problems: tuple[str, ...] = ()
+    """Not a key (left out of the schema): what is wrong with the file, each naming
+    it and the line (YAML that does not parse, unknown keys, bad values); `doctor`
+    lists them under `config`."""
 
 
 #: Our own blocks under `knowledge:`, validated strictly by pydantic: name -> the type
@@ -225,7 +240,14 @@ def load_settings(
         problem: Exception | None = None
     except Unparsable as e:
         doc, problem = None, e
-    knowledge = replace(_knowledge(doc), ranking=_ranking(doc, path, warn))
+    problems: list[str] = [] if problem is None else [f"{path}: not valid YAML ({problem})"]
+    unknown = unknown_keys(doc, path, Settings)
+    if warn:
+        _warn_once(unknown)
+    problems += unknown
+    ranking, ranking_problem = _ranking(doc, path)
+    knowledge = replace(_knowledge(doc, path), ranking=ranking, ranking_problem=ranking_problem)
+    problems += [p for p in (ranking_problem, knowledge.sync.retention_problem) if p]
     extensions = _extensions(doc, path)
     if extensions:
         knowledge = replace(knowledge, **extensions)
@@ -237,7 +259,19 @@ def load_settings(
         markdown=_markdown(doc),
         knowledge=knowledge,
         sync=_sync(path, doc, problem, warn),
+        problems=tuple(problems),
     )
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(warnings: list[str]) -> None:
+    """Each warning on stderr once per process (the MCP server reads settings per call)."""
+    for w in warnings:
+        if w not in _WARNED:
+            _WARNED.add(w)
+            print(f"warning: {w}", file=sys.stderr)
 
 
 def _markdown(doc: yaml.Node | None) -> MarkdownSettings:
@@ -251,11 +285,11 @@ def _markdown(doc: yaml.Node | None) -> MarkdownSettings:
         return MarkdownSettings()
 
 
-def _knowledge(doc: yaml.Node | None) -> KnowledgeSettings:
+def _knowledge(doc: yaml.Node | None, path: Path) -> KnowledgeSettings:
     """The reference's `knowledge` block; `knowledge.sync` is also read on its own
     (docs/spec/sync.md §3.4), so a bad `enabled` never loses the corpus id."""
     try:
-        ks = _knowledge_sync(block(doc, "knowledge"))
+        ks = _knowledge_sync(block(doc, "knowledge"), path)
     except WrongType:
         ks = KnowledgeSyncSettings()
     try:
@@ -275,7 +309,7 @@ def _knowledge(doc: yaml.Node | None) -> KnowledgeSettings:
                 source = s
         # The reference deserialises `knowledge.sync` inside this block too: a type
         # error there is a type error of the whole block.
-        _knowledge_sync(blk)
+        _knowledge_sync(blk, path)
         return KnowledgeSettings(
             enabled=enabled,
             min_score=min_score,
@@ -286,34 +320,39 @@ def _knowledge(doc: yaml.Node | None) -> KnowledgeSettings:
         return KnowledgeSettings(sync=ks)
 
 
-def _knowledge_sync(knowledge: dict[str, yaml.Node] | None) -> KnowledgeSyncSettings:
+def _knowledge_sync(knowledge: dict[str, yaml.Node] | None, path: Path) -> KnowledgeSyncSettings:
     m = mapping(knowledge.get("sync")) if knowledge else None
     if m is None:
         return KnowledgeSyncSettings()
+    retention = as_opt_str(m.get("retention")) or "all"
+    why = retention_problem(retention)
     return KnowledgeSyncSettings(
         corpus_id=as_opt_str(m.get("corpus_id")) or None,
         remote=as_opt_str(m.get("remote")) or None,
-        retention=as_opt_str(m.get("retention")) or "all",
+        retention=retention,
+        retention_problem=(
+            None
+            if why is None
+            else f"{path}:{line_of(m['retention'])}: knowledge.sync.retention: {why}"
+        ),
     )
 
 
-def _ranking(doc: yaml.Node | None, path: Path, warn: bool) -> Ranking | None:
-    """`knowledge.ranking`: a bad value is ignored (the default ranking) with a warning
-    naming the file and the key, never an error (tests/cli/test_search_cli.py)."""
+def _ranking(doc: yaml.Node | None, path: Path) -> tuple[Ranking | None, str | None]:
+    """`knowledge.ranking` and why its value is not a ranking. A bad value never resets
+    the block; the commands that would rank with it refuse it (exit 2)."""
     try:
         blk = block(doc, "knowledge")
-        value = as_opt_str(blk.get("ranking")) if blk else None
+        node = blk.get("ranking") if blk else None
+        value = as_opt_str(node)
     except WrongType:
-        return None
-    if value is None or value in get_args(Ranking):
-        return value  # type: ignore[return-value]  # one of the Literal's values
-    if warn:
-        print(
-            f"warning: {path}: knowledge.ranking: {value!r} is not one of "
-            f"{', '.join(get_args(Ranking))}; using the default ranking",
-            file=sys.stderr,
-        )
-    return None
+        return None, None
+    if node is None or value is None or value in get_args(Ranking):
+        return value, None  # type: ignore[return-value]  # one of the Literal's values
+    return None, (
+        f"{path}:{line_of(node)}: knowledge.ranking: {shown(repr(value))} is not a ranking; "
+        f"allowed: {', '.join(get_args(Ranking))}"
+    )
 
 
 def _extensions(doc: yaml.Node | None, path: Path) -> dict[str, Any]:

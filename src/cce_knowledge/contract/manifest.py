@@ -114,10 +114,19 @@ def verify_problem(manifest: FeedManifest, raw: bytes, actual_records: int) -> s
     if shape is not None:
         return shape
     declared = ascii_lower(rs_trim(manifest.sha256))
-    if actual_records != manifest.records:
+    if actual_records < manifest.records:
         return (
             f"feed does not match its manifest: manifest declares {manifest.records} "
             f"record(s), feed has {actual_records} — the feed is truncated or incomplete"
+        )
+    if actual_records > manifest.records:
+        # Ours: the reference says "truncated" here too, which sends the reader the
+        # wrong way — a feed that grew needs a new manifest, not a re-download.
+        return (
+            f"feed does not match its manifest: manifest declares {manifest.records} "
+            f"record(s), feed has {actual_records} — the feed has more records than its "
+            "manifest; if the feed is the one you meant, regenerate the manifest "
+            "(`cce knowledge manifest FEED --out MANIFEST`)"
         )
     actual = feed_sha256(raw)
     if actual != declared:

@@ -68,6 +68,14 @@ class FeedLineError:
     column: int
     path: str
     message: str
+    #: Ours, after the reference's text: what the bytes the error stops at are, when
+    #: the parser's words alone would mislead (a BOM is "expected value").
+    hint: str | None = None
+
+    @property
+    def shown_message(self) -> str:
+        """`message`, with the hint when there is one (what `validate` prints)."""
+        return self.message if self.hint is None else f"{self.message} — {self.hint}"
 
     @property
     def serde_text(self) -> str:
@@ -80,7 +88,8 @@ class FeedLineError:
     def located_message(self, file: str) -> str:
         """`FILE:LINE: $.path: …`, the way `validate` names a bad line, followed by the
         reference's exact text (the serde_json part the contract pins)."""
-        return f"{file}:{self.line}: {self.path}: invalid {KNOWLEDGE_SCHEMA_ID} record: {self.serde_text}"
+        text = f"{file}:{self.line}: {self.path}: invalid {KNOWLEDGE_SCHEMA_ID} record: {self.serde_text}"
+        return text if self.hint is None else f"{text} — {self.hint}"
 
 
 # -- reading ------------------------------------------------------------------
@@ -140,8 +149,18 @@ def parse_line_exact(line: str, line_no: int = 1) -> KnowledgeRecord | FeedLineE
             line.encode("utf-8", "surrogatepass"), "KnowledgeRecord", RECORD_FIELDS
         )
     except ScanError as e:
-        return FeedLineError(line_no, e.column, format_path(e.path), e.message)
+        hint = BOM_HINT if line.startswith("\ufeff") and e.column == 1 else None
+        return FeedLineError(line_no, e.column, format_path(e.path), e.message, hint)
     return _record_from_fields(fields)
+
+
+#: A feed is UTF-8 without a byte order mark: the reference reads U+FEFF as the first
+#: character of line 1 and refuses the line, and so do we (docs/spec/core.md §1.1), but
+#: we say what the invisible character is.
+BOM_HINT = (
+    "the line starts with a UTF-8 byte order mark (BOM, bytes EF BB BF), which a feed may "
+    "not have: save it as UTF-8 without a BOM"
+)
 
 
 # -- the fast path ----------------------------------------------------------------

@@ -8,6 +8,7 @@ when `index` / `ask` / `index --manifest` would accept it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -25,7 +26,7 @@ from cce_knowledge.contract.manifest import (
 from cce_knowledge.contract.ndjson import FeedLineError, iter_feed
 from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
-Kind = Literal["feed", "manifest", "suite"]
+Kind = Literal["feed", "manifest", "suite", "config"]
 _MANIFEST_MAX_CHARS = 1 << 20
 
 
@@ -71,6 +72,8 @@ class FileReport:
             what = f"{self.count} record{'s' if self.count != 1 else ''}"
         elif self.kind == "suite":
             what = f"{self.count} case{'s' if self.count != 1 else ''}"
+        elif self.kind == "config":
+            what = "project settings"
         else:
             what = f"manifest for {self.count} record{'s' if self.count != 1 else ''}"
         return f"{self.file}: ok — {what} ({self._contract()})"
@@ -80,6 +83,7 @@ class FileReport:
             "feed": "cce.knowledge/v1",
             "suite": ASK_SCHEMA_ID,
             "manifest": FEED_MANIFEST_SCHEMA_ID,
+            "config": "cce.config",
         }[self.kind]
 
 
@@ -104,9 +108,18 @@ def _decode(raw: bytes, shown: str) -> tuple[bytes, str] | Problem:
         )
 
 
+def is_config_name(name: str) -> bool:
+    """`.cce/config` (a project's settings file, YAML) by its path."""
+    p = Path(name)
+    return p.name == "config" and p.parent.name == ".cce"
+
+
 def detect_kind(name: str, text: str) -> Kind:
-    """A `.manifest.json` name or a single `cce.feed-manifest/v1` object is a manifest;
-    a first line whose `schema` is `cce.knowledge.ask/v1` is a suite; else a feed."""
+    """A `.cce/config` path is a config; a `.manifest.json` name or a single
+    `cce.feed-manifest/v1` object is a manifest; a first line whose `schema` is
+    `cce.knowledge.ask/v1` is a suite; else a feed."""
+    if is_config_name(name):
+        return "config"
     if name.endswith(".manifest.json"):
         return "manifest"
     for line in rs_lines(text):
@@ -134,7 +147,7 @@ def _feed(report: FileReport, text: str) -> list[int]:
     ok_lines: list[int] = []
     for n, r in iter_feed(text):
         if isinstance(r, FeedLineError):
-            report.problems.append(Problem(report.file, n, r.path, r.message, r.column))
+            report.problems.append(Problem(report.file, n, r.path, r.shown_message, r.column))
         else:
             report.count += 1
             ok_lines.append(n)
@@ -180,6 +193,9 @@ def _suite(report: FileReport, text: str) -> None:
         report.problems.append(Problem(report.file, None, "$", "suite has no cases"))
 
 
+ConfigCheck = Callable[[str, bytes], list[tuple[int | None, str, str]]]
+
+
 def validate_file(
     path: str | os.PathLike[str],
     *,
@@ -187,12 +203,15 @@ def validate_file(
     manifest: str | os.PathLike[str] | None = None,
     base: str | os.PathLike[str] | None = None,
     data: bytes | None = None,
+    config_check: ConfigCheck | None = None,
 ) -> list[FileReport]:
     """Validate one file (and, for a feed, optionally its manifest).
 
     Returns the file's report, followed by the manifest's report when one was given.
     `base` resolves relative paths (the paths shown stay as given). With `data`, those
     bytes are validated under the name `path` instead of reading it (standard input).
+    `config_check(shown, raw)`: the `.cce/config` checker (config/check.py, a floor
+    above this one), given by the caller; a config is refused without it.
     """
     shown = os.fspath(path)
     real = Path(base, shown) if base is not None else Path(shown)
@@ -204,7 +223,11 @@ def validate_file(
     k = detect_kind(shown, text) if kind == "auto" else kind  # type: ignore[assignment]
     report = FileReport(shown, k)
     out = [report]
-    if k == "feed":
+    if k == "config":
+        if config_check is None:
+            raise ValueError("validating a .cce/config needs its checker")
+        report.problems += [Problem(shown, n, p, m) for n, p, m in config_check(shown, raw)]
+    elif k == "feed":
         _feed(report, text)
     elif k == "manifest":
         _manifest(report, text)

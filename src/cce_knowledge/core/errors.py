@@ -28,7 +28,10 @@ class ContractError(CceError):
 
 
 class ConfigError(CceError):
-    """A configuration problem the user must fix."""
+    """A configuration problem the user must fix: a usage error (exit 2), like a bad
+    flag, since the command never started its work."""
+
+    exit_code = 2
 
 
 class StoreError(CceError):

@@ -260,15 +260,24 @@ def _make_bar(desc: str, total: int | None, unit: str, st: ProgressSettings) -> 
 
     # No monitor thread: the search-index build forks, and a fork wants one thread.
     tqdm.monitor_interval = 0
+    out = st.out()
+    cols, rows = terminal_size(out)
     kw: dict[str, Any] = {
         "desc": desc,
         "total": total,
-        "file": st.out(),
+        "file": out,
         "delay": st.delay,
         "mininterval": 0.2,
-        "dynamic_ncols": True,
         "leave": True,
     }
+    if cols and rows:
+        kw["dynamic_ncols"] = True  # follows a resized window
+    else:
+        # A pseudo-terminal that reports no size (`script -qc`, `docker exec -t`, some
+        # CI runners and editors' shells) gives tqdm 0 columns and -1 rows, and it then
+        # draws nothing at all: give it a size instead.
+        kw["ncols"] = cols or _env_int("COLUMNS") or 80
+        kw["nrows"] = rows or _env_int("LINES") or 24
     if unit == "B":
         kw.update(unit="B", unit_scale=True, unit_divisor=1024)
     elif unit:
@@ -276,6 +285,22 @@ def _make_bar(desc: str, total: int | None, unit: str, st: ProgressSettings) -> 
     elif total is None:
         kw["bar_format"] = "{desc}: {elapsed}"  # a phase: no counts to show
     return tqdm(**kw)
+
+
+def terminal_size(stream: TextIO) -> tuple[int, int]:
+    """(columns, rows) of the terminal behind `stream`; 0 for what it does not report."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return 0, 0
+    return size.columns, size.lines
+
+
+def _env_int(name: str) -> int:
+    try:
+        return max(0, int(os.environ.get(name, "")))
+    except ValueError:
+        return 0
 
 
 def note(text: str) -> None:

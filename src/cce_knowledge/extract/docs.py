@@ -3,7 +3,9 @@
 Title: frontmatter `title`, else the first heading, else the file name. A leading
 heading used as the title is removed from the body (the indexer renders
 `# {title}` itself). Labels: frontmatter `labels`/`tags`; group: `group`/`category`.
-`updated_at` and `url` come from the last commit that touched the file.
+`updated_at` and `url` come from the last commit that touched the file; a shallow clone
+is refused (its history cannot say when a file last changed) unless `allow_shallow`,
+which leaves `updated_at` out of the files the cut history cannot date.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ExtractError, UsageError
 from cce_knowledge.core.urls import display_url
 from cce_knowledge.extract.frontmatter import first_heading, meta_list, meta_str, split_frontmatter
-from cce_knowledge.extract.gitmeta import GitInfo, git_info
+from cce_knowledge.extract.gitmeta import GitInfo, git_info, shallow_refusal
 from cce_knowledge.extract.mdtree import DEFAULT_GLOBS, Warn, read_text, walk
 
 
@@ -33,6 +35,8 @@ class DocsOptions:
     source: str = "docs"
     id_prefix: str = "docs:"
     url_base: str | None = None  # overrides the web URL derived from the remote
+    #: Read a shallow clone anyway, leaving out the `updated_at` it cannot know.
+    allow_shallow: bool = False
 
     def __post_init__(self) -> None:
         if (self.root is None) == (self.repo is None):
@@ -75,7 +79,7 @@ def markdown_record(
     hit = info.lookup(path) if info else None
     if hit and info is not None:
         top_rel, commit = hit
-        updated = commit.updated_at
+        updated = info.updated_at(commit)
         if url_base:
             url = f"{url_base.rstrip('/')}/{commit.sha}/{quote(top_rel, safe='/')}"
         else:
@@ -132,8 +136,10 @@ def checkout(opts: DocsOptions) -> Iterator[tuple[Path, str | None]]:
 def extract_docs(opts: DocsOptions, *, warn: Warn | None = None) -> list[KnowledgeRecord]:
     with checkout(opts) as (root, remote):
         info = git_info(root, remote_url=remote)
-        files = walk(root, include=opts.globs or DEFAULT_GLOBS, exclude=opts.exclude, warn=warn)
         shown = opts.root if opts.root is not None else display_url(opts.repo or "")
+        if info is not None and info.shallow and not opts.allow_shallow:
+            raise ExtractError(shallow_refusal(shown))
+        files = walk(root, include=opts.globs or DEFAULT_GLOBS, exclude=opts.exclude, warn=warn)
         return [
             markdown_record(
                 rel,

@@ -26,6 +26,16 @@ class GitInfo:
     toplevel: Path
     commits: dict[str, FileCommit]  # toplevel-relative posix path → last commit
     web_url: str | None
+    #: A shallow clone (`actions/checkout` fetches one commit by default): the history
+    #: stops at the `boundary` commits, so every file older than them is attributed to
+    #: one of them — a date and a commit that are not the file's.
+    shallow: bool = False
+    boundary: frozenset[str] = frozenset()
+
+    def updated_at(self, commit: FileCommit) -> str | None:
+        """The file's last-change date, or None when the history is cut at that commit
+        (a shallow clone's boundary): left out rather than wrong."""
+        return None if commit.sha in self.boundary else commit.updated_at
 
     def lookup(self, path: Path) -> tuple[str, FileCommit] | None:
         try:
@@ -97,9 +107,36 @@ def git_info(root: Path, *, remote_url: str | None = None) -> GitInfo | None:
             )
         except git.GitCommandError:  # no commits yet
             raw = ""
-        return GitInfo(top, _parse_log(raw), web_url(remote_url))
+        shallow = repo.git.rev_parse("--is-shallow-repository").strip() == "true"
+        return GitInfo(
+            top,
+            _parse_log(raw),
+            web_url(remote_url),
+            shallow=shallow,
+            boundary=_boundary(Path(repo.common_dir)) if shallow else frozenset(),
+        )
     finally:
         repo.close()
+
+
+def _boundary(git_dir: Path) -> frozenset[str]:
+    """The commits a shallow clone's history stops at (`$GIT_DIR/shallow`)."""
+    try:
+        text = (git_dir / "shallow").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return frozenset()
+    return frozenset(ln.strip() for ln in text.splitlines() if ln.strip())
+
+
+def shallow_refusal(shown_root: str) -> str:
+    """Why a docs extract refuses a shallow clone, and the two ways out."""
+    return (
+        f"{shown_root} is in a shallow git clone: its history is cut, so every file older "
+        "than the cut would get the cut's date and commit (wrong `updated_at`, and a new "
+        "snapshot on every commit). Fetch the whole history — `fetch-depth: 0` on "
+        "actions/checkout, or `git fetch --unshallow` — or pass --allow-shallow to leave "
+        "`updated_at` out of those files"
+    )
 
 
 def _parse_log(raw: str) -> dict[str, FileCommit]:

@@ -65,6 +65,13 @@ def extract_okf(opts: OkfOptions, *, warn: Warn) -> list[KnowledgeRecord]:
             "compilation has nothing searchable (sources/ and staged output are never read)"
         )
     info = git_info(kb)
+    if info is not None and info.shallow:
+        # A wiki's pages usually carry their own date; the cut history cannot date the
+        # others, so they go without one rather than with the cut's (docs refuses).
+        warn(
+            f"{opts.root} is in a shallow git clone: pages without a date of their own get "
+            "no updated_at (fetch the whole history, `fetch-depth: 0`, to date them)"
+        )
     out: list[KnowledgeRecord] = []
     for rel, p in _wiki_files(wiki, warn):
         display = f"{opts.root.rstrip('/')}/wiki/{rel}"
@@ -85,7 +92,7 @@ def extract_okf(opts: OkfOptions, *, warn: Warn) -> list[KnowledgeRecord]:
         url = meta_str(meta, "url", "source_url")
         hit = info.lookup(p) if info else None
         if hit and info is not None:
-            updated = updated or hit[1].updated_at
+            updated = updated or info.updated_at(hit[1])
             url = url or info.file_url(*hit)
         out.append(
             KnowledgeRecord(

@@ -234,6 +234,35 @@ def _native_check(r: Report) -> None:
     )
 
 
+def _unparsable(settings: Settings) -> bool:
+    return any(": not valid YAML (" in p for p in settings.problems)
+
+
+def check_config(
+    root: Path, r: Report, settings: Settings | None, config_problem: str | None
+) -> None:
+    """Ours (additive, silent for a clean or missing file): what is wrong with
+    `.cce/config` — YAML that does not parse, unknown keys (each with its line and the
+    closest known key), bad values — as advisories under their own heading."""
+    problems = [config_problem] if config_problem is not None else []
+    problems += list(settings.problems) if settings is not None else []
+    if not problems:
+        return
+    r.line("config:")
+    for p in problems:
+        if p == config_problem:
+            r.advisory(
+                f"{p} — the checks below assume the defaults; commands that read "
+                ".cce/config refuse it until it is fixed"
+            )
+        elif ": not valid YAML (" in p:
+            r.advisory(f"{p} — every block reads as its defaults until it is fixed")
+        elif "unknown key" in p:
+            r.advisory(p)
+        else:
+            r.advisory(f"{p} — the commands that use this key refuse it until it is fixed")
+
+
 def check_knowledge(
     root: Path,
     r: Report,
@@ -242,15 +271,10 @@ def check_knowledge(
     config_problem: str | None = None,
 ) -> None:
     """`settings`: the root's (None: read where needed). `config_problem`: why they
-    could not be read (a bad value in .cce/config), reported once here."""
+    could not be read, said under `config` (check_config), not here."""
     if not (knowledge_dir(root) / "current").exists():
         return
     r.line("knowledge:")
-    if config_problem is not None:
-        r.advisory(
-            f"{config_problem} — the checks below assume the defaults; commands that read "
-            ".cce/config refuse it until it is fixed"
-        )
     try:
         store = load_current(root)
     except StoreError as e:
@@ -272,7 +296,9 @@ def check_knowledge(
     _pulled_bytes_check(root, r)
     if store is not None:
         _search_index_check(root, store, r)
-        if settings is not None:  # else the semantic settings are unknown
+        # Without settings, or with YAML that does not parse (said under `config`),
+        # the semantic settings are unknown.
+        if settings is not None and not _unparsable(settings):
             _semantic_check(root, store, r, settings)
     _native_check(r)
 
@@ -309,6 +335,7 @@ def run_doctor(
         r.line(
             f"code index: {shown}/.cce/index.json — not checked here (run the cce engine's `cce doctor`)"
         )
+    check_config(rootp, r, settings, config_problem)
     check_knowledge(rootp, r, redact, settings, config_problem)
     r.line(
         f"summary: 1 store checked · {r.failures} failure{_plural(r.failures)} · "

@@ -19,6 +19,7 @@ from mcp.server.stdio import stdio_server
 
 from cce_knowledge import __version__
 from cce_knowledge.mcp.tools import KnowledgeTools, ToolOutput, tool_definitions
+from cce_knowledge.store.snapshots import no_store_message, store_present
 
 log = logging.getLogger("cce_knowledge.mcp")
 
@@ -75,6 +76,20 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
     )
 
 
+def missing_store_notice(root: str | os.PathLike[str]) -> str | None:
+    """What `cce mcp` says on stderr when --dir holds no store (None when it does): an
+    agent's client shows stderr, and a server that only answers "no store" to every
+    search would otherwise look healthy. It keeps serving: `index_status` says the same,
+    and a store indexed or pulled later is picked up."""
+    if store_present(root):
+        return None
+    reason = None if os.path.isdir(root) else "no such directory"
+    return (
+        f"cce mcp: warning: {no_store_message(root, reason)}; serving anyway "
+        "(index_status reports it; the other tools answer once a store is there)"
+    )
+
+
 def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) -> None:
     """Serve until the client closes stdin."""
     logging.basicConfig(
@@ -82,6 +97,8 @@ def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) ->
         level=os.environ.get("CCE_MCP_LOG", "WARNING").upper(),
         format="cce mcp: %(levelname)s %(message)s",
     )
+    if (why := missing_store_notice(root)) is not None:
+        print(why, file=sys.stderr, flush=True)
     tools = KnowledgeTools(root, remote_timeout=remote_timeout)
     tools.warm()
     server = build_server(tools)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.reader import config_path
 from cce_knowledge.config.settings import Settings, load_settings
-from cce_knowledge.core.errors import StoreError, UsageError
+from cce_knowledge.core.errors import ConfigError, StoreError, UsageError
 from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
 from cce_knowledge.engine.redaction.modes import redact_for_display
 from cce_knowledge.health.status import (
@@ -304,7 +304,8 @@ class KnowledgeTools:
                                 "cce/ranking": "default",
                                 "cce/ranking_note": searcher.last_note,
                             }
-                except UsageError as e:
+                except (UsageError, ConfigError) as e:
+                    # A bad `knowledge.ranking` is the caller's to fix, said as the CLI says it.
                     return ToolOutput(f"context_search: {e.message}", True)
                 except StoreError as e:
                     log.warning("knowledge search failed: %s", e)

@@ -72,6 +72,10 @@ class AskReport:
     proven: int
     #: Why `hybrid` ranked as `default` (stderr only: the JSON report is unchanged).
     notes: tuple[str, ...] = ()
+    #: Ours, in the human report only: what the questions ran against — the suite's
+    #: own feed (no --dir) or an installed store (--dir). The two can disagree, and a
+    #: `corpus` path alone does not say which one was asked.
+    source: str = ""
 
     @property
     def queries(self) -> int:
@@ -151,6 +155,7 @@ def run_ask(
         except StoreError as e:
             raise CceError(f"could not load knowledge store under {root}: {e}") from e
         label = display_dir(root)
+        source = f"the store installed under {label} (--dir)"
         if min_score is None:
             min_score = configured_min_score(settings, rk)
 
@@ -174,6 +179,10 @@ def run_ask(
 
         store = ingest_feed(raw, 400)
         label = suite.corpus
+        source = (
+            f"the suite's `corpus` feed {feed_path}, indexed in memory — not an installed "
+            "store (pass --dir ROOT for that)"
+        )
         if min_score is None:
             min_score = default_min_score(rk)
         model = None
@@ -207,6 +216,7 @@ def run_ask(
         f1=_mean([r.f1 for r in results]),
         proven=sum(1 for r in results if r.proven),
         notes=tuple(notes),
+        source=source,
     )
 
 
@@ -218,6 +228,7 @@ def render_human(rep: AskReport) -> str:
     lines = [
         f"CCE knowledge-ask — answers vs the curated corpus ({SUITE_SCHEMA})",
         f"  corpus   : {rep.corpus}",
+        *([f"  source   : {rep.source}"] if rep.source else []),
         f"  min_score: {format6(rep.min_score)}",
         f"  proven   : {rep.proven}/{rep.queries}",
         "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cce_knowledge.core.errors import UsageError
+from cce_knowledge.core.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from cce_knowledge.config.settings import Settings
@@ -39,6 +39,8 @@ def resolve_ranking(settings: Settings | None, cli_value: str | None) -> str:
     """`--ranking` wins; else `knowledge.ranking` from `.cce/config`; else default."""
     if cli_value is not None:
         return check_ranking(cli_value)
+    if settings is not None and settings.knowledge.ranking_problem is not None:
+        raise ConfigError(settings.knowledge.ranking_problem)
     if settings is not None and settings.knowledge.ranking is not None:
         return settings.knowledge.ranking
     return "default"

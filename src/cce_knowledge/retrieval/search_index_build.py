@@ -848,20 +848,28 @@ def build_sections(
     live_to_doc = [doc_of[i] for i in live]
     del doc_of
     parallel = with_reference and _parallel_ok(len(live), workers, eager=eager)
-    passes = 1 if parallel or not with_reference else 2
-    with progress.task("search index", total=passes * len(live), unit="sections") as bar:
-        ref: Callable[[], dict[str, bytes]] | None = None
-        if with_reference:
-            tick = (lambda: None) if parallel else bar.advance
-            ref = _wait_child(lambda: reference_sections(view, live, live_to_doc, tick), parallel)
-            if not parallel:
-                # In-process: run it first so its arrays are freed before the default's.
-                got = ref()
-                ref = lambda: got  # noqa: E731
+    # Progress counts chunks, the word `index` prints for them: one bar per pass over
+    # them, so a bar never shows more chunks than the store holds.
+    ref: Callable[[], dict[str, bytes]] | None = None
+    desc = "search index"
+    if with_reference and parallel:
+        # Forked: the child's pass has no bar; the default pass's bar shows the build.
+        ref = _wait_child(lambda: reference_sections(view, live, live_to_doc, _no_tick), True)
+    elif with_reference:
+        # In-process: run it first so its arrays are freed before the default's.
+        with progress.task(f"{desc} (1/2)", total=len(live), unit="chunks") as bar:
+            got = reference_sections(view, live, live_to_doc, bar.advance)
+        ref = lambda: got  # noqa: E731
+        desc += " (2/2)"
+    with progress.task(desc, total=len(live), unit="chunks") as bar:
         sections, facts = default_sections(view, groups, inline_docs=inline_docs, tick=bar.advance)
         if ref is not None:
             sections.update(ref())
     return sections, facts
+
+
+def _no_tick() -> None:
+    pass
 
 
 def iter_chunks_heads(view: Chunks) -> Iterator[dict[str, Any]]:

@@ -227,6 +227,9 @@ def push_corpus(
     `lfs=None` follows `sync.lfs` (default on); `False` publishes plain git blobs.
     `settings`: the root's, loaded by the caller.
     """
+    # Before anything else: a retention that is not a policy refuses the push (exit 2;
+    # the reference keeps everything), even a dry run, which shows what push would do.
+    policy = settings.knowledge.sync.keep_last
     corpus_id, out = _resolve_outgoing(root, settings, corpus)
     rem: Remote = resolve_remote(settings, remote)
     res = _new_result(corpus_id, out.manifest, rem)
@@ -243,7 +246,6 @@ def push_corpus(
             res.report = unchanged_skip_report(res)
             return res
         _publish(cache, root, out, res, use_lfs)
-        policy = settings.knowledge.sync.keep_last
         _retain(cache, res, policy)
         res.report = success_report(res, policy)
     return res
