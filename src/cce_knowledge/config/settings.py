@@ -90,6 +90,13 @@ class KnowledgeSyncSettings:
     """Git URL of the cache repository; wins over `sync.remote`."""
     retention: str = "all"
     """`all`, or `keep-last-<n>`: snapshots kept on the remote after a push."""
+    signing_key: str | None = None
+    """Ours: path of the OpenSSH private key `cce knowledge push` signs with (relative
+    to the project root; `--sign-key` and CCE_SIGNING_KEY win). Unset: unsigned."""
+    allowed_signers: str | None = None
+    """Ours: path of an OpenSSH allowed_signers file (relative to the project root;
+    `--allowed-signers` wins). Set, pull installs only snapshots signed by a key it
+    lets sign in namespace `cce-knowledge`, never older than the one installed."""
 
     @property
     def keep_last(self) -> int | None:
@@ -294,6 +301,8 @@ def _knowledge_sync(knowledge: dict[str, yaml.Node] | None) -> KnowledgeSyncSett
         corpus_id=as_opt_str(m.get("corpus_id")) or None,
         remote=as_opt_str(m.get("remote")) or None,
         retention=as_opt_str(m.get("retention")) or "all",
+        signing_key=as_opt_str(m.get("signing_key")) or None,
+        allowed_signers=as_opt_str(m.get("allowed_signers")) or None,
     )
 
 
