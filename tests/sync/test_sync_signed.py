@@ -403,7 +403,10 @@ def test_bad_keys_and_allowed_signers_refuse_before_anything_is_pushed(
     bad_as.write_text("# ok\nci@example.com ssh-ed25519\n")
     r = _cce(env, "knowledge", "pull", "--corpus", "kn", "--remote", env.url, "--dir", str(root),
              "--allowed-signers", str(bad_as))  # fmt: skip
-    assert r.returncode == 1 and f"error: {bad_as}:2: the ssh-ed25519 public key (base64) is missing" in r.stderr
+    assert (
+        r.returncode == 1
+        and f"error: {bad_as}:2: the ssh-ed25519 public key (base64) is missing" in r.stderr
+    )
 
 
 def test_the_key_from_the_environment_never_reaches_output_or_disk(
