@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
+from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import CceError
 from cce_knowledge.sync import sshsig
 from cce_knowledge.sync.clone import open_cache
@@ -470,7 +471,7 @@ def _flip_and_pull(tmp: Path, url: str, pos: int, bit: int) -> None:
     index(prod, feed(["kn:1", "kn:2"]))
     from cce_knowledge.sync.push import push_corpus
 
-    push_corpus(prod, corpus="kn", remote=url, lfs=False, sign_key=str(k))
+    push_corpus(prod, corpus="kn", remote=url, lfs=False, sign_key=str(k), settings=Settings())
     with open_cache(make_remote(url), for_write=True) as cache:
         snap = cache.read_text(f"{P}/current")
         art = bytearray(cache.read_artifact(f"{P}/{snap}.cck"))
@@ -478,7 +479,9 @@ def _flip_and_pull(tmp: Path, url: str, pos: int, bit: int) -> None:
         cache.put_many([(f"{P}/{snap}.cck", bytes(art))], "flip", label="test")
     cons = tmp / "c"
     with pytest.raises(CceError) as e:
-        pull_corpus(cons, corpus="kn", remote=url, allowed_signers=str(tmp / "allowed"))
+        pull_corpus(
+            cons, corpus="kn", remote=url, allowed_signers=str(tmp / "allowed"), settings=Settings()
+        )
     assert isinstance(e.value, SignatureRefused)
     assert "does not match the artifact" in e.value.message
     assert not (cons / ".cce" / "knowledge" / "current").exists()
