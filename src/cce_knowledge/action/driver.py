@@ -212,7 +212,8 @@ class Driver:
 
     def _check_signer_allowed(self) -> None:
         """With both `signing-key` and `allowed-signers`: refuse to publish with a key
-        consumers would refuse (a rotated key missing from the file)."""
+        consumers would refuse (a rotated key missing from the file). The signing
+        modules are imported here: only such a run pays for loading `cryptography`."""
         key_text, path = self.inputs.get("signing-key", ""), self.inp("allowed-signers")
         if not key_text.strip() or not path:
             return
