@@ -699,7 +699,7 @@ def test_signing_key_and_allowed_signers_inputs(h: Harness) -> None:
     snap = run.outputs["snapshot"]
     assert f"knowledge/v1/{CORPUS}/{snap}.statement.json.sig" in h.remote_files()
     assert "signed by  : ED25519 SHA256:" in run.log
-    for piece in (body, body[:40], body[-40:]):
+    for piece in (body, *(ln for ln in text.strip().split("\n")[2:-1] if len(ln) >= 20)):
         assert piece not in run.log and piece not in run.summary
     pull = {"corpus": CORPUS, "remote": h.remote}
     run = h.act("pull-only.yml", {**pull, "allowed-signers": str(h.tmp / "strangers")})
