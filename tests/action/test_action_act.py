@@ -234,6 +234,7 @@ class Harness:
         extra_env: dict[str, str] | None = None,
         payload: dict[str, object] | None = None,
         job: str | None = None,
+        secrets: dict[str, str] | None = None,
     ) -> ActRun:
         for f in self.out.iterdir():
             f.unlink()
@@ -287,6 +288,11 @@ class Harness:
             cmd += ["--env", f"{k}={self.env[k]}"]
         for k, v in (extra_env or {}).items():
             cmd += ["--env", f"{k}={v}"]
+        if secrets:
+            # A multi-line secret goes through a secret file (act's -s takes one line).
+            sf = self.tmp / "extra.secrets"
+            sf.write_text("".join(f"{k}={json.dumps(v)}\n" for k, v in secrets.items()))
+            cmd += ["--secret-file", str(sf)]
         for k, v in inputs.items():
             cmd += ["--input", f"{k}={v}"]
         if job is not None:
@@ -673,6 +679,35 @@ def test_pull_alone_installs_the_published_corpus(h: Harness) -> None:
     o = run.outputs
     assert (o["snapshot"], o["records"], o["chunks"]) == (seeded, "3", "3")
     assert "Lock accounts" in (h.out / "search.txt").read_text()
+
+
+def test_signing_key_and_allowed_signers_inputs(h: Harness) -> None:
+    """push/ signs with the `signing-key` secret (masked, never in the log); pull/
+    installs it with `allowed-signers`, and refuses it with a file that lists another key."""
+    from tests.helpers.sshkeys import allowed_line, make_key
+
+    key = make_key(h.tmp, "ed25519", "publisher")
+    stranger = make_key(h.tmp, "ed25519", "stranger")
+    text = key.read_text()
+    body = "".join(text.strip().split("\n")[1:-1])
+    (h.tmp / "allowed").write_text(allowed_line(key, "ci@example.com"))
+    (h.tmp / "strangers").write_text(allowed_line(stranger, "x@example.com"))
+    h.make_repo([ACT_DIR / "workflows" / "push-only.yml", ACT_DIR / "workflows" / "pull-only.yml"])
+    inputs = {"feed": "fixtures/feed-v1.jsonl", "corpus": CORPUS, "remote": h.remote}
+    run = h.act("push-only.yml", inputs, secrets={"SIGNING_KEY": text})
+    assert run.rc == 0, run.log[-6000:]
+    snap = run.outputs["snapshot"]
+    assert f"knowledge/v1/{CORPUS}/{snap}.statement.json.sig" in h.remote_files()
+    assert "signed by  : ED25519 SHA256:" in run.log
+    for piece in (body, *(ln for ln in text.strip().split("\n")[2:-1] if len(ln) >= 20)):
+        assert piece not in run.log and piece not in run.summary
+    pull = {"corpus": CORPUS, "remote": h.remote}
+    run = h.act("pull-only.yml", {**pull, "allowed-signers": str(h.tmp / "strangers")})
+    assert run.rc != 0 and run.outcome == "failure"
+    assert "which is not in" in run.log
+    run = h.act("pull-only.yml", {**pull, "allowed-signers": str(h.tmp / "allowed")})
+    assert run.rc == 0, run.log[-6000:]
+    assert run.outputs["snapshot"] == snap
 
 
 def test_composed_pipeline_with_a_custom_middle_step_as_shipped(h: Harness) -> None:

@@ -493,3 +493,57 @@ def test_empty_feed_fails_the_step_unless_allow_empty(tmp_path: Path) -> None:
     assert (tmp_path / ".cce" / "knowledge" / "current").exists()
     out = (tmp_path / "out").read_text()
     assert "records<<" in out and "\n0\n" in out
+
+
+def test_signing_key_reaches_only_the_push_child_and_is_masked() -> None:
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+    d = ac.Driver({"signing-key": key}, {"PATH": "/bin", "CCE_SIGNING_KEY": "inherited"})
+    assert d._child_env() == {"PATH": "/bin"}  # never inherited by other children
+    assert d._child_env(d._signing_env())["CCE_SIGNING_KEY"] == key
+    assert "b3BlbnNzaC1rZXktdjEAAAAA" in d.secrets
+    assert d._scrub("x b3BlbnNzaC1rZXktdjEAAAAA y") == "x *** y"
+    # Not an option of `cce action run|push`: a key never goes in argv.
+    from cce_knowledge.cli.main import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["action", "push", "--signing-key", "x"])
+
+
+@pytest.mark.slow
+def test_driver_signs_with_the_key_input_and_checks_it_against_allowed_signers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.helpers.sshkeys import allowed_line, make_key
+
+    monkeypatch.setenv("CCE_HOME", str(tmp_path / "cce-home"))
+    bare = tmp_path / "cache.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    key = make_key(tmp_path, "ed25519", "signer")
+    other = make_key(tmp_path, "ed25519", "other")
+    text = key.read_text()
+    body = "".join(text.strip().split("\n")[1:-1])
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "allowed").write_text(allowed_line(other, "other@example.com"))
+    common = {"corpus": "c1", "remote": bare.as_uri(), "working_directory": "root"}
+    feed = str(FIXTURES / "feed-v1.jsonl")
+    # A key the consumers' file does not list: refused before anything is published.
+    p = _run_driver(tmp_path, feed=feed, signing_key=text, allowed_signers="allowed", **common)
+    assert p.returncode == 1
+    assert "consumers verifying with it would refuse this publish" in p.stderr
+    assert subprocess.run(["git", "for-each-ref"], cwd=bare, capture_output=True,
+                          text=True).stdout == ""  # fmt: skip
+    (tmp_path / "root" / "allowed").write_text(allowed_line(key, "ci@example.com"))
+    p = _run_driver(tmp_path, feed=feed, signing_key=text, allowed_signers="allowed", **common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", "main"], cwd=bare,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert ".statement.json.sig" in names
+    # Every key line is masked; the log shows none of it elsewhere.
+    lines = [ln for ln in text.split("\n") if len(ln.strip()) >= 4]
+    for ln in lines:
+        assert f"::add-mask::{ln}" in p.stdout
+    rest = p.stdout
+    for ln in lines:
+        rest = rest.replace(f"::add-mask::{ln}", "")
+    assert body[100:140] not in rest and body[100:140] not in p.stderr
+    assert "  signed by  : ED25519 SHA256:" in p.stdout

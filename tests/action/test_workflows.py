@@ -46,6 +46,8 @@ EXPECTED_INPUTS = {
     "allow-empty",
     "semantic-url",
     "semantic-model",
+    "signing-key",
+    "allowed-signers",
     "working-directory",
 }
 EXPECTED_OUTPUTS = {

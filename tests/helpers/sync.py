@@ -89,7 +89,11 @@ def bare_ls(bare: Path, prefix: str = "") -> list[str]:
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CCE_SYNC_TOKEN", "GITHUB_TOKEN", "CCE_SIGNING_KEY")
+    }
     env.update(extra or {})
     return env
 

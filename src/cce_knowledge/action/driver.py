@@ -52,7 +52,7 @@ from cce_knowledge.store.view import open_view
 from cce_knowledge.sync.remote import secret_forms
 
 # Tokens that must never reach a child that does not need them.
-_TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN")
+_TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN", "CCE_SYNC_TOKEN", "CCE_SIGNING_KEY")
 _MAX_ANNOTATIONS = 50
 #: argparse's last stderr line: `prog: error: message`.
 _ARGPARSE_ERROR = re.compile(r"^\S.*?: error: .*$", re.M)
@@ -129,6 +129,12 @@ class Driver:
             if v
             for form in secret_forms(v)
         ]
+        # The signing key is multi-line: the runner masks (and we scrub) line by line.
+        key = inputs.get("signing-key", "")
+        self.secrets += sorted(
+            {ln.strip() for ln in key.split("\n") if len(ln.strip()) >= 4},
+            key=lambda ln: (-len(ln), ln),
+        )
         self.root = "."
 
     # -- helpers ---------------------------------------------------------------------------
@@ -198,6 +204,35 @@ class Driver:
     def _cache_env(self) -> dict[str, str]:
         tok = self.inputs.get("cache-token", "")
         return {"CCE_SYNC_TOKEN": tok} if tok else {}
+
+    def _signing_env(self) -> dict[str, str]:
+        """The key text goes to `cce knowledge push` alone, through its environment."""
+        key = self.inputs.get("signing-key", "")
+        return {"CCE_SIGNING_KEY": key} if key.strip() else {}
+
+    def _check_signer_allowed(self) -> None:
+        """With both `signing-key` and `allowed-signers`: refuse to publish with a key
+        consumers would refuse (a rotated key missing from the file). The signing
+        modules are imported here: only such a run pays for loading `cryptography`."""
+        key_text, path = self.inputs.get("signing-key", ""), self.inp("allowed-signers")
+        if not key_text.strip() or not path:
+            return
+        from cce_knowledge.core.errors import CceError
+        from cce_knowledge.sync import sshsig
+        from cce_knowledge.sync.signing import load_allowed, load_signing_key
+
+        try:
+            key = load_signing_key(self.root, None, None, {"CCE_SIGNING_KEY": key_text})
+            allowed = load_allowed(self.root, path, None)
+        except CceError as e:
+            raise StepFailed(f"signing: {self._scrub(e.message)}") from None
+        if key is not None and allowed is not None:
+            if allowed.find(key.public, sshsig.NAMESPACE) is None:
+                raise StepFailed(
+                    f"signing: the signing key ({key.signer}) may not sign in namespace "
+                    f"`{sshsig.NAMESPACE}` according to {path}: consumers verifying with it "
+                    "would refuse this publish. Add the key's line, or use the listed key."
+                )
 
     def _push_args(self) -> list[str]:
         args = ["knowledge", "push", "--dir", self.root, "--json"]
@@ -276,6 +311,7 @@ class Driver:
         self.step_guard(fail_on_shrink=True)
         if suite := self.inp("ask-suite"):
             self.step_ask(suite)
+        self._check_signer_allowed()
         if st.dry_run:
             st.notes.append("dry-run: nothing was published")
             return
@@ -498,7 +534,7 @@ class Driver:
             args.append("--force")
         if skip_unchanged:
             args.append("--skip-unchanged")
-        proc = self.cce("push", args, self._cache_env())
+        proc = self.cce("push", args, {**self._cache_env(), **self._signing_env()})
         if proc.returncode != 0:
             raise StepFailed(f"push failed: {err_text(proc)}")
         rep = st.pushed = self._push_report("push", proc)
@@ -518,6 +554,7 @@ class Driver:
             ("--corpus", "corpus"),
             ("--remote", "remote"),
             ("--snapshot", "snapshot"),
+            ("--allowed-signers", "allowed-signers"),
         ):
             if v := self.inp(name):
                 args += [flag, v]

@@ -18,6 +18,8 @@ INPUTS = (
     "allow-empty",
     "semantic-url",
     "semantic-model",
+    "signing-key",
+    "allowed-signers",
     "working-directory",
 )
 
@@ -62,6 +64,7 @@ STEP_INPUTS: dict[str, tuple[str, ...]] = {
         "force",
         "skip-unchanged",
         "ask-suite",
+        "signing-key",
         "working-directory",
     ),
     "pull": (
@@ -71,6 +74,7 @@ STEP_INPUTS: dict[str, tuple[str, ...]] = {
         "snapshot",
         "semantic-url",
         "semantic-model",
+        "allowed-signers",
         "working-directory",
     ),
 }

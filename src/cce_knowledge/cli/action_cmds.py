@@ -45,7 +45,11 @@ _HELP = {
     "snapshot": "a published snapshot to install (default: the remote `current`)",
     "semantic-url": "embedding server for index/pull (sets CCE_EMBED_URL; docs/semantic.md)",
     "semantic-model": "embedding model for semantic-url (sets CCE_EMBED_MODEL)",
+    "allowed-signers": "OpenSSH allowed_signers file (pull: verify; run: the signing key must be listed)",
 }
+
+#: Inputs read only from their CCE_IN_<NAME> variable: a private key never goes in argv.
+_ENV_ONLY = frozenset({"signing-key"})
 
 _STEP_HELP = {
     "run": (
@@ -87,7 +91,8 @@ _COMMON_TAIL = (
     "\n\nEach option defaults to its CCE_IN_<NAME> environment variable (how the\n"
     "action.yml files pass inputs). Outputs go to $GITHUB_OUTPUT (or stdout as\n"
     "name=value outside Actions); a markdown summary goes to $GITHUB_STEP_SUMMARY\n"
-    "when set. Exit 1 when any step refuses."
+    "when set. The signing key (run, push) is read only from CCE_IN_SIGNING_KEY,\n"
+    "never from the command line. Exit 1 when any step refuses."
 )
 
 
@@ -109,6 +114,8 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
             step, help=short, formatter_class=formatter_class, description=long + _COMMON_TAIL
         )
         for inp in inputs:
+            if inp in _ENV_ONLY:
+                continue
             rp.add_argument(
                 f"--{inp}",
                 dest=inp.replace("-", "_"),

@@ -25,6 +25,11 @@ from cce_knowledge.core.jsonout import pretty
 if TYPE_CHECKING:
     from cce_knowledge.sync.push import PushResult
 
+_ALLOWED_HELP = (
+    "OpenSSH allowed_signers file (default: knowledge.sync.allowed_signers): install only a "
+    "snapshot whose statement a listed key signed (namespace cce-knowledge), that matches "
+    "the artifact and is not older than the one installed"
+)
 _EXIT = "exit status: 0 {ok}, 1 refused or failed, 2 usage error"
 
 
@@ -63,6 +68,13 @@ def _print_push_json(res: PushResult, *, dry_run: bool) -> None:
             "report": res.report,
             "retention": res.retention,
             "retention_warning": res.retention_warning,
+            "signature": None
+            if res.signed_by is None
+            else {
+                "counter": res.counter,
+                "signed_by": res.signed_by,
+                "statement_key": res.statement_key,
+            },
             "snapshot": res.snapshot,
             "unchanged_skipped": res.unchanged_skipped,
         }
@@ -82,6 +94,7 @@ def _push(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         skip_unchanged=args.skip_unchanged,
         lfs=False if args.no_lfs else None,
+        sign_key=args.sign_key,
     )
     if args.json:
         _print_push_json(res, dry_run=args.dry_run)
@@ -104,10 +117,20 @@ def _pull(args: argparse.Namespace) -> int:
         force=args.force,
         remote=args.remote,
         after_install=lambda snap: build_step(args.dir, snap),
+        allowed_signers=args.allowed_signers,
     )
     if args.json:
+        v = res.verified
         _json(
             {
+                "signature": None
+                if res.signed_by is None and v is None
+                else {
+                    "counter": v.statement.counter if v else None,
+                    "published_at": v.statement.published_at if v else None,
+                    "signed_by": v.signer if v else res.signed_by,
+                    "verified": v is not None,
+                },
                 "checksum": res.checksum,
                 "chunks": res.chunks,
                 "corpus_id": res.corpus_id,
@@ -126,7 +149,14 @@ def _pull(args: argparse.Namespace) -> int:
     from cce_knowledge.cli.semantic_cmds import embed_step
     from cce_knowledge.sync.vector_share import pull_published_vectors
 
-    line = pull_published_vectors(args.dir, res.corpus_id, res.snapshot, args.remote, settings)
+    line = pull_published_vectors(
+        args.dir,
+        res.corpus_id,
+        res.snapshot,
+        args.remote,
+        settings,
+        expected=res.verified.statement.vectors if res.verified is not None else None,
+    )
     if line:
         print(f"note: {line}", file=sys.stderr)
 
@@ -170,6 +200,15 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "refreshing pushed_at (the reference's behaviour)"
         ),
     )
+    p.add_argument(
+        "--sign-key",
+        metavar="PATH",
+        help=(
+            "OpenSSH private key (ed25519, ecdsa or rsa, no passphrase) to sign the publish "
+            "with: a statement and its .sig go beside the artifact (default: the key text in "
+            "CCE_SIGNING_KEY, else knowledge.sync.signing_key; none: unsigned)"
+        ),
+    )
     add_json(p)
     add_quiet(p)
     p.set_defaults(func=_push)
@@ -198,6 +237,7 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--force", action="store_true", help="replace a store that came from a different corpus"
     )
     add_remote(q)
+    q.add_argument("--allowed-signers", metavar="FILE", help=_ALLOWED_HELP)
     add_dir(q)
     add_json(q)
     add_quiet(q)
@@ -258,9 +298,14 @@ def _sync_pull(args: argparse.Namespace) -> int:
         remote=args.remote,
         corpus=args.corpus,
         after_install=lambda snap: ensure_step(args.into, snap),
+        allowed_signers=args.allowed_signers,
     )
     _emit(res.report)
     report_search_build(res.search)
+    if res.refusal is not None:
+        from cce_knowledge.sync.signing import SignatureRefused
+
+        raise SignatureRefused(res.refusal)
     return 0
 
 
@@ -270,9 +315,11 @@ def _verify(args: argparse.Namespace) -> int:
             "a knowledge corpus can only be verified with --checksum-only "
             "(the puller lacks the source feed, so there is no rebuild-verify)"
         )
+    from cce_knowledge.config.settings import load_settings
     from cce_knowledge.sync.verify import verify_root
 
-    _emit(verify_root(args.dir))
+    configured = load_settings(args.dir).knowledge.sync.allowed_signers
+    _emit(verify_root(args.dir, args.allowed_signers, configured))
     return 0
 
 
@@ -323,7 +370,8 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         description=(
             "Install everything the cache offers into <dir>. cce-knowledge installs the\n"
             "knowledge corpus (one per root); code repos are reported as skipped. Never fails\n"
-            "because of the knowledge step: problems are printed as warnings."
+            "because of the knowledge step: problems are printed as warnings, except a\n"
+            "snapshot refused under allowed signers (exit 1)."
         ),
         epilog=_EXIT.format(ok="done (knowledge problems are warnings)"),
     )
@@ -331,6 +379,7 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     pl.add_argument("--into", metavar="DIR", help="destination root (required with --all)")
     add_remote(pl, "cache repository URL (overrides sync.remote)")
     add_corpus(pl, "which corpus to install when the cache has several")
+    pl.add_argument("--allowed-signers", metavar="FILE", help=_ALLOWED_HELP)
     add_quiet(pl)
     pl.set_defaults(func=_sync_pull, _cmd_parser=pl)
 
@@ -341,12 +390,22 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         description=(
             "Re-hash the pulled knowledge store and compare it with the sha256 recorded in\n"
             "synced.json at pull time. Detects corruption or local edits, not a malicious\n"
-            "build: trust stays with the pusher and the git host's access control."
+            "build: trust stays with the pusher and the git host's access control. With\n"
+            "allowed signers, the installed snapshot's statement must also be signed by a\n"
+            "listed key, name this snapshot and not be older than the newest accepted."
         ),
         epilog=_EXIT.format(ok="verified or no install record"),
     )
     v.add_argument(
         "--checksum-only", action="store_true", help="required: compare install checksums"
+    )
+    v.add_argument(
+        "--allowed-signers",
+        metavar="FILE",
+        help=(
+            "OpenSSH allowed_signers file (default: knowledge.sync.allowed_signers): also "
+            "check the installed snapshot's signed statement"
+        ),
     )
     add_dir(v)
     add_quiet(v)

@@ -95,6 +95,13 @@ class KnowledgeSyncSettings:
     retention_problem: str | None = None
     """Not a key (left out of the schema): why `retention` is not a policy. The
     reference reads it as `all`; `push` refuses it instead (see `keep_last`)."""
+    signing_key: str | None = None
+    """Ours: path of the OpenSSH private key `cce knowledge push` signs with (relative
+    to the project root; `--sign-key` and CCE_SIGNING_KEY win). Unset: unsigned."""
+    allowed_signers: str | None = None
+    """Ours: path of an OpenSSH allowed_signers file (relative to the project root;
+    `--allowed-signers` wins). Set, pull installs only snapshots signed by a key it
+    lets sign in namespace `cce-knowledge`, never older than the one installed."""
 
     @property
     def keep_last(self) -> int | None:
@@ -335,6 +342,8 @@ def _knowledge_sync(knowledge: dict[str, yaml.Node] | None, path: Path) -> Knowl
             if why is None
             else f"{path}:{line_of(m['retention'])}: knowledge.sync.retention: {why}"
         ),
+        signing_key=as_opt_str(m.get("signing_key")) or None,
+        allowed_signers=as_opt_str(m.get("allowed_signers")) or None,
     )
 
 

@@ -20,7 +20,11 @@ from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, redact_for_display, redactor_for
-from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
+from cce_knowledge.health.status import (
+    KNOWLEDGE_NO_RECORD_NOTICE,
+    check_installed_bytes,
+    signature_info,
+)
 from cce_knowledge.retrieval import search_index_status
 from cce_knowledge.semantic.status import semantic_status
 from cce_knowledge.store.snapshots import (
@@ -153,6 +157,19 @@ def _pulled_bytes_check(root: Path, r: Report) -> None:
             "corpus has NO rebuild-verify escalation path at all: the puller lacks the source "
             "feed. Trust stays with the pusher and the git host's access control.)"
         )
+
+
+def _signature_check(root: Path, r: Report, settings: Settings) -> None:
+    """Ours: who signed the pulled snapshot, and whether allowed signers accept it."""
+    info = signature_info(root, read_marker_lenient(root), settings)
+    if info is None:
+        return
+    if info.state == "verified":
+        r.ok(f"pulled snapshot {info.line()}")
+    elif info.state == "unverified":
+        r.advisory(f"pulled snapshot {info.line()}")
+    else:
+        r.fail(f"pulled snapshot: {info.line()}")
 
 
 def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:
@@ -294,6 +311,8 @@ def check_knowledge(
             )
         scrub_scan(store, redact, r)
     _pulled_bytes_check(root, r)
+    if settings is not None:
+        _signature_check(root, r, settings)
     if store is not None:
         _search_index_check(root, store, r)
         # Without settings, or with YAML that does not parse (said under `config`),

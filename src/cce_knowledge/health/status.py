@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.settings import Settings
-from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.errors import CceError, StoreError
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
 from cce_knowledge.engine.redaction.modes import redact_for_display
@@ -32,6 +32,7 @@ from cce_knowledge.sync.marker import (
     stale_marker,
 )
 from cce_knowledge.sync.remote import RemoteCurrent
+from cce_knowledge.sync.signing import SignatureInfo, installed_signature, load_allowed
 
 #: Default bound on one remote lookup (a clone/fetch of the cache repo).
 DEFAULT_REMOTE_TIMEOUT = 8.0
@@ -186,6 +187,9 @@ class KnowledgeStatus:
     remote_problem: str | None = None
     #: Ours: semantic retrieval (None when neither configured nor vectors present).
     semantic: SemanticStatus | None = None
+    #: Ours: the pulled snapshot's signature (None: unsigned with no allowed signers,
+    #: or a local ingest).
+    signature: SignatureInfo | None = None
 
     @property
     def behind_remote(self) -> bool:
@@ -198,9 +202,36 @@ class KnowledgeStatus:
         d["behind_remote"] = self.behind_remote if self.remote_current is not None else None
         if self.semantic is None:
             d.pop("semantic")  # absent, so the reference's keys stay exactly as they were
+        if self.signature is None:
+            d.pop("signature")
+        else:
+            d["signature"] = self.signature.to_json()
         d["contract"] = d.pop("schema")
         d["schema"] = "cce.knowledge.status/v1"
         return d
+
+
+def signature_info(
+    root: str | os.PathLike[str], marker: SyncMarker | None, settings: Settings
+) -> SignatureInfo | None:
+    """The installed snapshot's signature for status and doctor: None for a local ingest,
+    or an unsigned snapshot when no allowed signers are configured (nothing to say)."""
+    if marker is None or active_snapshot(root) != marker.snapshot:
+        return None
+    configured = settings.knowledge.sync.allowed_signers
+    try:
+        allowed = load_allowed(root, None, configured)
+    except CceError as e:
+        return SignatureInfo("refused", problem=e.message)
+    info = installed_signature(root, marker.corpus_id, marker.snapshot, marker.checksum, allowed)
+    if info.state == "unsigned":
+        if allowed is None:
+            return None
+        return SignatureInfo(
+            "refused",
+            problem="the installed snapshot is unsigned, and allowed signers are configured",
+        )
+    return info
 
 
 def resolve_status_remote(
@@ -250,6 +281,7 @@ def knowledge_status(
     )
 
     st.semantic = semantic_status(root, facts.snapshot, settings)
+    st.signature = signature_info(root, marker, settings)
     remote, remote_corpus = resolve_status_remote(root, settings, marker, remote_override)
     st.remote = strip_credentials(remote) if remote else None
     st.remote_corpus = remote_corpus
@@ -325,6 +357,8 @@ def render_status(st: KnowledgeStatus) -> str:
     else:
         lines.append(f"  remote current : - ({st.remote_problem or 'unknown'})")
         lines.append("  behind remote  : unknown")
+    if st.signature is not None:
+        lines.append(f"  signature      : {st.signature.line()}")
     if st.semantic is not None:
         lines += st.semantic.lines()
     return "\n".join(lines) + "\n"

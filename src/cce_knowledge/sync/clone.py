@@ -259,6 +259,18 @@ class GitCache:
     def read_blob(self, key: str, ref: str | None = None) -> bytes:
         return self.run("cat-file", "blob", f"{ref or self.origin}:{key}")[1]
 
+    def read_small(self, key: str, limit: int) -> bytes | None:
+        """A small plain blob (a statement, a signature), None when absent; one larger
+        than `limit` is refused before it is read (a hostile cache cannot make us
+        buffer a huge file)."""
+        status, out, _ = self.run("cat-file", "-s", f"{self.origin}:{key}", check=False)
+        if status != 0:
+            return None
+        size = int(out.strip() or b"0")
+        if size > limit:
+            raise SyncError(f"{key}: {size} bytes, larger than {limit}: refused")
+        return self.read_blob(key)
+
     def read_text(self, key: str) -> str:
         return rs_trim(self.read_blob(key).decode("utf-8", "replace"))
 

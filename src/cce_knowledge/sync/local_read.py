@@ -163,8 +163,7 @@ class LocalRepo:
                     self._root_tree = bytes.fromhex(head.decode())
         return self._root_tree if isinstance(self._root_tree, bytes) else None
 
-    def blob(self, key: str) -> bytes | None:
-        """The blob at `key` (a `/`-separated path) on the branch tip."""
+    def _blob_sha(self, key: str) -> bytes | None:
         sha = self._tree()
         parts = key.split("/")
         for i, name in enumerate(parts):
@@ -175,7 +174,26 @@ class LocalRepo:
                 return None
             last = i == len(parts) - 1
             sha = _tree_entry(tree, name.encode(), want_tree=not last)
+        return sha
+
+    def blob(self, key: str) -> bytes | None:
+        """The blob at `key` (a `/`-separated path) on the branch tip."""
+        sha = self._blob_sha(key)
         return None if sha is None else self._object(sha, b"blob")
+
+    def small_blob(self, key: str, limit: int) -> bytes | None:
+        """Like `blob`, but a blob larger than `limit` raises SyncError before it is
+        inflated (a statement or signature from a hostile cache)."""
+        sha = self._blob_sha(key)
+        if sha is None:
+            return None
+        try:
+            size = int(self._db.info(sha).size)
+        except Exception:  # gitdb raises several types; the read below decides
+            size = 0
+        if size > limit:
+            raise SyncError(f"{key}: {size} bytes, larger than {limit}: refused")
+        return self._object(sha, b"blob")
 
     def artifact_in_place(self, key: str) -> bytes | Path | None:
         """The artifact's bytes or its LFS object's path; None when not readable here."""

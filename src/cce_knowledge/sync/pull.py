@@ -47,6 +47,19 @@ from cce_knowledge.sync.marker import (
     write_pulled_from,
 )
 from cce_knowledge.sync.remote import Remote, resolve_remote
+from cce_knowledge.sync.signing import (
+    SignatureRefused,
+    Verified,
+    load_allowed,
+    raise_floor,
+    read_floor,
+    record_installed,
+    sha256_of,
+    verify_publish,
+)
+from cce_knowledge.sync.sshsig import MAX_SIG_BYTES, parse_signature
+from cce_knowledge.sync.statement import MAX_BYTES as STATEMENT_MAX_BYTES
+from cce_knowledge.sync.statement import signature_key, statement_key
 
 if TYPE_CHECKING:
     from cce_knowledge.store.snapshots import SearchBuild
@@ -67,15 +80,30 @@ class PullResult:
     warnings: list[str] = field(default_factory=list)
     #: the derived search index built with the store
     search: SearchBuild | None = None
+    #: the verified statement under allowed signers (ours)
+    verified: Verified | None = None
+    #: who signed the snapshot (key type and fingerprint), verified or not; None: unsigned
+    signed_by: str | None = None
 
     @property
     def report(self) -> str:
-        return (
+        out = (
             f"Pulled corpus {self.corpus_id}@{self.snapshot}\n"
             f"  records  : {self.records} · chunks : {self.chunks}\n"
             f"  checksum : {self.checksum}\n"
             f"  store    : {self.store_display}\n"
         )
+        if self.verified is not None:
+            v = self.verified
+            out += (
+                f"  signed   : by {v.signer} at {v.statement.published_at} "
+                f"(verified, counter {v.statement.counter})\n"
+            )
+        elif self.signed_by is not None:
+            out += (
+                f"  signed   : by {self.signed_by} (not verified: no allowed signers configured)\n"
+            )
+        return out
 
 
 def no_pointer(corpus_id: str) -> str:
@@ -101,6 +129,7 @@ def install(
     corpus_id: str,
     requested: str,
     key: str = "",
+    before_current: Callable[[], None] | None = None,
 ) -> tuple[Path, str | None]:
     """Check → write snapshot → marker → `current` → prune. Returns (path, sha256).
 
@@ -154,6 +183,8 @@ def install(
         write_marker(root, SyncMarker(corpus_id, requested, manifest.checksum, installed))
     except OSError as e:
         raise SyncError(f"could not write the knowledge sync marker: {e}") from e
+    if before_current is not None:
+        before_current()
     try:
         atomic_write(d / "current", f"{snap}\n".encode())
     except OSError as e:
@@ -183,7 +214,12 @@ def _mapped(source: bytes | Path) -> Iterator[Any]:
 
 
 def _import_and_install(
-    root: str | os.PathLike[str], key: str, data: Any, corpus_id: str, requested: str
+    root: str | os.PathLike[str],
+    key: str,
+    data: Any,
+    corpus_id: str,
+    requested: str,
+    before_current: Callable[[], None] | None = None,
 ) -> tuple[CckManifest, Path, str | None]:
     """Verify + render + install, streamed: the native accelerator's canonical path, and
     whatever it cannot decide (or everything, without it) goes to the strict verifier
@@ -192,7 +228,9 @@ def _import_and_install(
     if streamed is not None and K.is_snapshot_id(streamed[0].snapshot):
         manifest, parts = streamed
         try:
-            path, installed = install(root, manifest, parts, corpus_id, requested, key)
+            path, installed = install(
+                root, manifest, parts, corpus_id, requested, key, before_current
+            )
             return manifest, path, installed
         except NotCanonical:
             pass  # nothing was installed; the strict path decides
@@ -202,7 +240,9 @@ def _import_and_install(
         raise CckError(f"{key}: {e.message}") from e
     # install's check_manifest refuses a manifest snapshot that is not the requested
     # 16-hex id before anything is written (never a path outside the knowledge dir).
-    path, installed = install(root, manifest, _keyed(key, strict_parts), corpus_id, requested, key)
+    path, installed = install(
+        root, manifest, _keyed(key, strict_parts), corpus_id, requested, key, before_current
+    )
     return manifest, path, installed
 
 
@@ -214,9 +254,29 @@ def _keyed(key: str, parts: Iterator[bytes]) -> Iterator[bytes]:
         raise CckError(f"{key}: {e.message}") from e
 
 
+@dataclass
+class _Signed:
+    """The statement and signature published beside an artifact, as read (bounded)."""
+
+    statement: bytes | None = None
+    signature: bytes | None = None
+    #: why they could not be read (too large): a refusal under allowed signers
+    problem: str | None = None
+
+
+def _read_signed(read: Callable[[str, int], bytes | None], corpus_id: str, snap: str) -> _Signed:
+    try:
+        return _Signed(
+            read(statement_key(corpus_id, snap), STATEMENT_MAX_BYTES),
+            read(signature_key(corpus_id, snap), MAX_SIG_BYTES),
+        )
+    except CceError as e:
+        return _Signed(problem=e.message)
+
+
 def _locate_in_place(
     root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
-) -> tuple[str, str, bytes | Path] | None:
+) -> tuple[str, str, bytes | Path, _Signed] | None:
     """(snapshot, key, artifact source) read straight from a remote on this machine, or
     None to take the working-clone path (which then decides every error)."""
     direct = open_local(rem.url)
@@ -232,12 +292,14 @@ def _locate_in_place(
         check_marker_guard(root, corpus_id)
     key = K.artifact_key(corpus_id, snapshot)
     source = direct.artifact_in_place(key)
-    return None if source is None else (snapshot, key, source)
+    if source is None:
+        return None
+    return snapshot, key, source, _read_signed(direct.small_blob, corpus_id, snapshot)
 
 
 def _fetch(
     root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
-) -> tuple[str, str, bytes | Path]:
+) -> tuple[str, str, bytes | Path, _Signed]:
     """(snapshot, artifact key, artifact source): read in place from a remote on this
     machine, else fetched into the working clone."""
     found = _locate_in_place(root, rem, corpus_id, snapshot, force)
@@ -260,7 +322,8 @@ def _fetch(
             check_marker_guard(root, corpus_id)
         key = K.artifact_key(corpus_id, snapshot)
         source = cache.artifact_source(key)
-    return snapshot, key, source
+        signed = _read_signed(cache.read_small, corpus_id, snapshot)
+    return snapshot, key, source, signed
 
 
 def pull_corpus(
@@ -272,25 +335,59 @@ def pull_corpus(
     *,
     settings: Settings,
     after_install: Callable[[str], SearchBuild] | None = None,
+    allowed_signers: str | None = None,
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`.
 
     `after_install(snapshot)` runs under the writer lock once the store is active (the
-    CLI builds the search index). `settings`: the root's, loaded by the caller."""
+    CLI builds the search index). `settings`: the root's, loaded by the caller.
+
+    `allowed_signers` (else `knowledge.sync.allowed_signers`): an OpenSSH allowed_signers
+    file; with one, only a snapshot whose statement an allowed key signed, which matches
+    the artifact and is not older than the one accepted before is installed (signing.py);
+    any refusal raises SignatureRefused and leaves the installed store untouched."""
     corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
+    allowed = load_allowed(root, allowed_signers, settings.knowledge.sync.allowed_signers)
     rem: Remote = resolve_remote(settings, remote)
     with progress.phase("pull: fetch"):
-        snapshot, key, source = _fetch(root, rem, corpus_id, snapshot, force)
+        snapshot, key, source, signed = _fetch(root, rem, corpus_id, snapshot, force)
+    warnings: list[str] = []
+    signed_by = _unverified_signer(signed, warnings) if allowed is None else None
     # One writer per root: a concurrent pull's cleanup must not delete what this one
     # installs, nor the other way round (index and `sync pull --all` take it too).
     with writer_lock(root, "knowledge pull"):
         if not force:
             check_marker_guard(root, corpus_id)  # again: another writer may have run
         with _mapped(source) as data:
-            manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
-        warnings: list[str] = []
+            verified: Verified | None = None
+            if allowed is not None:
+                if signed.problem is not None:
+                    raise SignatureRefused(f"refusing the snapshot: {signed.problem}")
+                verified = verify_publish(
+                    allowed,
+                    signed.statement,
+                    signed.signature,
+                    where=statement_key(corpus_id, snapshot),
+                    corpus_id=corpus_id,
+                    snapshot=snapshot,
+                    artifact_sha256=sha256_of(data),
+                    floor=read_floor(root, corpus_id),
+                )
+
+            def record() -> None:
+                # Before `current` moves: a failure here leaves the old store active.
+                try:
+                    record_installed(root, signed.statement, signed.signature)
+                    if verified is not None:
+                        raise_floor(root, verified.statement)
+                except OSError as e:
+                    raise SyncError(f"could not record the snapshot's signed statement: {e}") from e
+
+            manifest, path, installed = _import_and_install(
+                root, key, data, corpus_id, snapshot, record
+            )
         try:
             write_pulled_from(root, corpus_id, rem.display)
         except OSError as e:  # the store is installed; only `status`'s remote line lacks it
@@ -309,4 +406,24 @@ def pull_corpus(
         store_display=f"{display_dir(root)}/{manifest.snapshot}.json",
         warnings=warnings,
         search=search,
+        verified=verified,
+        signed_by=signed_by,
     )
+
+
+def _unverified_signer(signed: _Signed, warnings: list[str]) -> str | None:
+    """Who signed (key type and fingerprint) without allowed signers: shown, not trusted.
+    A signature that cannot even be parsed is not recorded."""
+    if signed.problem is not None:
+        warnings.append(f"ignored the snapshot's signature: {signed.problem}")
+        signed.statement = signed.signature = None
+        return None
+    if signed.statement is None or signed.signature is None:
+        signed.statement = signed.signature = None
+        return None
+    try:
+        return parse_signature(signed.signature).signer
+    except CceError as e:
+        warnings.append(f"ignored the snapshot's signature: {e.message}")
+        signed.statement = signed.signature = None
+        return None

@@ -22,6 +22,7 @@ from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
 from cce_knowledge.sync.marker import installed_snapshot
 from cce_knowledge.sync.pull import pull_corpus
 from cce_knowledge.sync.remote import Remote, resolve_listing_remote
+from cce_knowledge.sync.signing import SignatureRefused
 
 if TYPE_CHECKING:
     from cce_knowledge.store.snapshots import SearchBuild
@@ -38,6 +39,8 @@ class PullAllResult:
     knowledge: str | None = None
     #: the derived search index built (or found stale and rebuilt) for the corpus
     search: SearchBuild | None = None
+    #: why the corpus was refused under allowed signers (the command then fails)
+    refusal: str | None = None
 
     @property
     def report(self) -> str:
@@ -58,11 +61,16 @@ def pull_all(
     *,
     settings: Settings,
     after_install: Callable[[str], SearchBuild] | None = None,
+    allowed_signers: str | None = None,
 ) -> PullAllResult:
     """`cce sync pull --all`. `after_install(snapshot)` runs under the writer lock after
     a pull, and when the corpus is up to date (the CLI makes sure the search index is
     there: it builds it only when missing or stale). `settings`: `into`'s, loaded by
-    the caller."""
+    the caller.
+
+    `allowed_signers` (else `knowledge.sync.allowed_signers` of `into`): the rules of
+    `knowledge pull`; a refusal is reported in `refusal` (the CLI exits 1), unlike the
+    other knowledge problems, which are warnings."""
     rem = resolve_listing_remote(settings, remote)
     with open_cache(rem) as cache:
         ids = cache.list_corpora()
@@ -105,7 +113,7 @@ def pull_all(
             res.skipped += 1
         return res
     res.knowledge = _knowledge(
-        res, into, rem, settings, chosen, rows[chosen].current, after_install
+        res, into, rem, settings, chosen, rows[chosen].current, after_install, allowed_signers
     )
     if res.knowledge == "pulled":
         res.pulled += 1
@@ -124,6 +132,7 @@ def _knowledge(
     chosen: str,
     current: str | None,
     after_install: Callable[[str], SearchBuild] | None = None,
+    allowed_signers: str | None = None,
 ) -> str:
     """Install `chosen` unless the installed store already is its remote `current`; the
     outcome ("pulled", "up-to-date", "skipped") with its row appended to `res.lines`."""
@@ -146,8 +155,17 @@ def _knowledge(
             return "up-to-date"
         try:
             pr = pull_corpus(
-                into, corpus=chosen, remote=rem, settings=settings, after_install=after_install
+                into,
+                corpus=chosen,
+                remote=rem,
+                settings=settings,
+                after_install=after_install,
+                allowed_signers=allowed_signers,
             )
+        except SignatureRefused as e:
+            res.lines.append(f"  error: refused knowledge corpus {name} — {e.message}\n")
+            res.refusal = e.message
+            return "skipped"
         except CceError as e:
             res.lines.append(f"  warning: skipped knowledge corpus {name} — {e.message}\n")
             return "skipped"

@@ -32,6 +32,24 @@ from cce_knowledge.sync.cck import (
 from cce_knowledge.sync.clone import CCK_ATTR_LINE, GitCache, lfs_available, open_cache
 from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
 from cce_knowledge.sync.remote import Remote, resolve_remote
+from cce_knowledge.sync.signing import (
+    SigningKey,
+    load_signing_key,
+    next_counter,
+    previous_counter,
+    sha256_of,
+    sign_statement,
+)
+from cce_knowledge.sync.statement import (
+    MAX_BYTES as STATEMENT_MAX_BYTES,
+)
+from cce_knowledge.sync.statement import (
+    Statement,
+    is_statement_key,
+    signature_key,
+    snapshot_of,
+    statement_key,
+)
 from cce_knowledge.sync.vector_share import (
     VEC_ATTR_LINE,
     outgoing_vectors,
@@ -79,6 +97,11 @@ class PushResult:
     retention_warning: str | None = None
     #: models whose vectors were published beside the artifact (ours; usually none)
     vectors: list[str] = field(default_factory=list)
+    #: the signing key (type and fingerprint) when the publish was signed (ours)
+    signed_by: str | None = None
+    #: the signed statement's key and counter (ours; None when unsigned)
+    statement_key: str | None = None
+    counter: int | None = None
     report: str = ""
 
 
@@ -158,6 +181,11 @@ def retention_prune(cache: GitCache, corpus_id: str, snapshot: str, keep: int) -
     keep_from = max(0, len(ordered) - keep)
     current = K.artifact_key(corpus_id, snapshot)
     doomed = [k for k in ordered[:keep_from] if k != current]
+    # A statement and its signature go with their snapshot (ours; the reference prunes
+    # only `.cck` keys, so one it pruned leaves them behind: they go here too).
+    kept = {snapshot_of(k) for k in keys if k not in doomed}
+    names = cache.ls_tree_names("-r", "--name-only", cache.origin, K.corpus_prefix(corpus_id) + "/")
+    doomed += [n for n in names if is_statement_key(n) and snapshot_of(n) not in kept]
     for k in doomed:
         K.check_prune_key(k, corpus_id)
     cache.remove_many(doomed, f"cce knowledge sync: retention prune ({corpus_id})")
@@ -175,6 +203,8 @@ def success_report(res: PushResult, policy: int | None) -> str:
     )
     if res.vectors:
         out += f"  vectors    : {', '.join(res.vectors)} (published beside the artifact)\n"
+    if res.signed_by is not None:
+        out += f"  signed by  : {res.signed_by} (counter {res.counter})\n"
     if res.retention_warning is not None:
         out += f"  warning: retention prune failed — {res.retention_warning}\n"
     elif res.pruned:
@@ -216,6 +246,7 @@ def push_corpus(
     lfs: bool | None = None,
     *,
     settings: Settings,
+    sign_key: str | None = None,
 ) -> PushResult:
     """Publish (or dry-run) the local store. Raises CceError on every refusal.
 
@@ -226,11 +257,16 @@ def push_corpus(
 
     `lfs=None` follows `sync.lfs` (default on); `False` publishes plain git blobs.
     `settings`: the root's, loaded by the caller.
+
+    `sign_key`: an OpenSSH private key file to sign the publish with; else the key text
+    in CCE_SIGNING_KEY, else `knowledge.sync.signing_key` (none: unsigned, as before).
+    A key that cannot be loaded is refused before any remote work.
     """
     # Before anything else: a retention that is not a policy refuses the push (exit 2;
     # the reference keeps everything), even a dry run, which shows what push would do.
     policy = settings.knowledge.sync.keep_last
     corpus_id, out = _resolve_outgoing(root, settings, corpus)
+    key = load_signing_key(root, sign_key, settings.knowledge.sync.signing_key)
     rem: Remote = resolve_remote(settings, remote)
     res = _new_result(corpus_id, out.manifest, rem)
     use_lfs = settings.sync.lfs if lfs is None else lfs
@@ -245,7 +281,7 @@ def push_corpus(
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
-        _publish(cache, root, out, res, use_lfs)
+        _publish(cache, root, out, res, use_lfs, key)
         _retain(cache, res, policy)
         res.report = success_report(res, policy)
     return res
@@ -290,8 +326,10 @@ def _publish(
     out: Outgoing,
     res: PushResult,
     use_lfs: bool,
+    key: SigningKey | None = None,
 ) -> None:
-    """The one publish commit: artifact, `current`, corpus.json and any vectors."""
+    """The one publish commit: artifact, `current`, corpus.json, any vectors and, with a
+    signing key, the signed statement."""
     corpus_id, m = res.corpus_id, out.manifest
     if use_lfs:
         cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
@@ -302,6 +340,8 @@ def _publish(
         (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
     ]
     entries += _vector_entries(cache, root, res, use_lfs)
+    if key is not None:
+        entries += _signed_entries(cache, out, res, entries[3:], key)
     for k, _ in entries:
         K.check_write_key(k, corpus_id)
     # An unchanged re-publish (guard: same key, same checksum on the remote) only
@@ -323,6 +363,41 @@ def _vector_entries(
     return [(vectors_key(res.corpus_id, res.snapshot, model), data) for model, data in vectors]
 
 
+def _signed_entries(
+    cache: GitCache,
+    out: Outgoing,
+    res: PushResult,
+    vectors: list[tuple[str, bytes]],
+    key: SigningKey,
+) -> list[tuple[str, bytes]]:
+    """The statement and its signature, beside the artifact (docs/cache.md)."""
+    corpus_id = res.corpus_id
+    previous = None
+    ptr = K.pointer_key(corpus_id)
+    if cache.has(ptr):
+        remote_snap = cache.read_text(ptr)
+        if K.is_snapshot_id(remote_snap):
+            try:
+                data = cache.read_small(statement_key(corpus_id, remote_snap), STATEMENT_MAX_BYTES)
+            except CceError:
+                data = None  # a hostile or broken statement only loses its counter
+            previous = previous_counter(data)
+    st = Statement(
+        corpus_id=corpus_id,
+        snapshot=res.snapshot,
+        cck_sha256=sha256_of(out.data),
+        cck_checksum=out.manifest.checksum,
+        cck_size=len(out.data),
+        published_at=res.pushed_at or utc_now(),
+        counter=next_counter(previous),
+        vectors={k: sha256_of(d) for k, d in vectors},
+    )
+    st_bytes, sig_bytes = sign_statement(key, st)
+    res.signed_by, res.counter = key.signer, st.counter
+    res.statement_key = statement_key(corpus_id, res.snapshot)
+    return [(res.statement_key, st_bytes), (signature_key(corpus_id, res.snapshot), sig_bytes)]
+
+
 def _publish_message(res: PushResult, unchanged: bool) -> str:
     # The reference says "3 artifacts" either way; an unchanged re-publish says what
     # it really commits.
@@ -333,6 +408,8 @@ def _publish_message(res: PushResult, unchanged: bool) -> str:
     )
     if res.vectors:
         message += f" + vectors ({', '.join(res.vectors)})"
+    if res.signed_by is not None:
+        message += " + signed statement"
     return message
 
 

@@ -12,6 +12,7 @@ vectors whose snapshot has no artifact any more.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,10 +73,13 @@ def install_pulled_vectors(
     corpus_id: str,
     snapshot: str,
     cfg: SemanticSettings,
+    expected: dict[str, str] | None = None,
 ) -> str:
     """Fetch, verify and install the published vectors for cfg's model. Returns a line
-    for the user saying what happened (installed, none published, or why not)."""
+    for the user saying what happened (installed, none published, or why not).
 
+    `expected` (a verified signed statement's `vectors`): the file must be listed there
+    with the same sha256, else it is refused."""
     key = vectors_key(corpus_id, snapshot, cfg.model)
     if not cache.has(key):
         names = cache.ls_tree_names(
@@ -95,6 +99,9 @@ def install_pulled_vectors(
             f"not {cfg.model}: not fetched"
         )
     data = cache.read_artifact(key)
+    if expected is not None:
+        if expected.get(key) != hashlib.sha256(data).hexdigest():
+            return f"published vectors refused: {key} is not what the signed statement lists"
     try:
         vf = VectorFile(data, verify=True, where=key)
     except StoreError as e:
@@ -116,6 +123,7 @@ def pull_published_vectors(
     snapshot: str,
     remote: str | None,
     settings: Settings,
+    expected: dict[str, str] | None = None,
 ) -> str | None:
     """After a pull: install the corpus's published vectors for the configured model.
     None when semantic retrieval is not configured; else a line for the user. Never
@@ -133,6 +141,6 @@ def pull_published_vectors(
     try:
         rem = resolve_remote(settings, remote)
         with open_cache(rem) as cache:
-            return install_pulled_vectors(root, cache, corpus_id, snapshot, cfg)
+            return install_pulled_vectors(root, cache, corpus_id, snapshot, cfg, expected)
     except CceError as e:
         return f"published vectors not fetched: {e.message}"

@@ -8,16 +8,23 @@ with the pusher and the git host's access control.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.store.snapshots import store_path
+from cce_knowledge.sync.allowed_signers import AllowedSigners
 from cce_knowledge.sync.marker import (
     SyncMarker,
     active_snapshot,
     file_sha256,
     read_marker_lenient,
     stale_marker,
+)
+from cce_knowledge.sync.signing import (
+    STATEMENT_FILE,
+    SignatureRefused,
+    installed_signature,
+    load_allowed,
 )
 
 NO_RECORD = (
@@ -36,6 +43,8 @@ class KnowledgeVerify:
     status: str
     marker: SyncMarker
     actual_sha256: str | None = None
+    #: the verified signature line under allowed signers (ours)
+    signature: str | None = None
 
     @property
     def row(self) -> str:
@@ -46,19 +55,41 @@ class KnowledgeVerify:
     @property
     def report(self) -> str:
         m = self.marker
+        signed = f"  {self.signature}\n" if self.signature else ""
         if self.status == "ok":
             return (
                 f"verify OK (checksum-only): knowledge corpus {m.corpus_id}@{m.snapshot}\n"
-                f"  checksum : {self.actual_sha256}\n"
+                f"  checksum : {self.actual_sha256}\n{signed}"
             )
-        return f"verify (checksum-only): knowledge corpus {m.corpus_id}@{m.snapshot}: {NO_RECORD}\n"
+        return (
+            f"verify (checksum-only): knowledge corpus {m.corpus_id}@{m.snapshot}: {NO_RECORD}\n"
+            + signed
+        )
 
 
-def verify_knowledge(root: str | os.PathLike[str]) -> KnowledgeVerify | None:
-    """None when the root has no (readable) knowledge marker."""
+def verify_knowledge(
+    root: str | os.PathLike[str], allowed: AllowedSigners | None = None
+) -> KnowledgeVerify | None:
+    """None when the root has no (readable) knowledge marker. With `allowed`, the
+    installed snapshot's signed statement is checked too (SignatureRefused)."""
     m = read_marker_lenient(root)
     if m is None:
         return None
+    kv = _verify_bytes(root, m)
+    if allowed is None:
+        return kv
+    info = installed_signature(root, m.corpus_id, m.snapshot, m.checksum, allowed)
+    if info.state != "verified":
+        reason = info.problem or (
+            f"the installed snapshot is unsigned (no {STATEMENT_FILE} recorded at pull time)"
+        )
+        raise SignatureRefused(
+            f"verify FAILED for knowledge corpus `{m.corpus_id}` (@{m.snapshot})\n  {reason}"
+        )
+    return replace(kv, signature=info.line())
+
+
+def _verify_bytes(root: str | os.PathLike[str], m: SyncMarker) -> KnowledgeVerify:
     head = f"verify FAILED (checksum-only) for knowledge corpus `{m.corpus_id}` (@{m.snapshot})\n"
     # Judge the store readers use: `current`'s, whatever the marker says.
     current = active_snapshot(root)
@@ -85,9 +116,14 @@ def verify_knowledge(root: str | os.PathLike[str]) -> KnowledgeVerify | None:
     return KnowledgeVerify("ok", m, actual)
 
 
-def verify_root(root: str | os.PathLike[str]) -> str:
-    """The report for a root; raises SyncError on a failure or when there is nothing to verify."""
-    kv = verify_knowledge(root)
+def verify_root(
+    root: str | os.PathLike[str],
+    allowed_signers: str | None = None,
+    configured: str | None = None,
+) -> str:
+    """The report for a root; raises SyncError on a failure or when there is nothing to
+    verify. `allowed_signers`: a path, else `configured` (knowledge.sync.allowed_signers)."""
+    kv = verify_knowledge(root, load_allowed(root, allowed_signers, configured))
     if kv is None:
         raise SyncError(NOTHING)
     return kv.report
