@@ -83,6 +83,10 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
+#: CPU seconds (user + system) of the last `run_cli`: steadier than wall time under load.
+LAST_CPU = [0.0]
+
+
 def run_cli(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
     """(wall seconds, peak RSS KiB, exit code, stderr) of one CLI run."""
     t0 = time.perf_counter()
@@ -91,6 +95,7 @@ def run_cli(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]
     err = proc.stderr.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     return time.perf_counter() - t0, int(usage.ru_maxrss), proc.returncode, err
 
 
@@ -182,6 +187,7 @@ def main() -> int:
     if not args.no_timeline_peer:
         scenario("full, --timeline (peer)", ["--timeline", "--out", str(work / "tl.jsonl")])
     medians: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     for _ in range(args.repeat):
         runs = [("full, lockdown (default)", []), ("full, --authors all", ["--authors", "all"])]
         if args.peer_src is not None:
@@ -195,6 +201,7 @@ def main() -> int:
             if rc != 0:
                 raise SystemExit(f"{name} failed ({rc}): {err}")
             medians.setdefault(name, []).append(wall)
+            cpus.setdefault(name, []).append(LAST_CPU[0])
     parent.send(("stop", None))
     server.join(5)
 
@@ -232,7 +239,8 @@ def main() -> int:
     for name, walls in medians.items():
         shown = ", ".join(f"{w:.2f}" for w in walls)
         print(
-            f"{name:<30} median wall {statistics.median(walls):.2f} s over {len(walls)} ({shown})"
+            f"{name:<30} median wall {statistics.median(walls):.2f} s over {len(walls)} "
+            f"({shown}); median CPU {statistics.median(cpus[name]):.2f} s"
         )
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
