@@ -18,6 +18,7 @@ from pathlib import Path
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.hidden_text import Removed, scan
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, redact_for_display, redactor_for
 from cce_knowledge.health.status import KNOWLEDGE_NO_RECORD_NOTICE, check_installed_bytes
@@ -124,7 +125,6 @@ def scrub_scan(store: KnowledgeStore, redact: Callable[[str], str], r: Report) -
 def hidden_text_scan(store: KnowledgeStore, r: Report) -> None:
     """An advisory when chunks carry hidden text (core/hidden_text.py): a store indexed
     with `--redaction reference`, pulled from one, or from before hidden-text removal."""
-    from cce_knowledge.core.hidden_text import Removed, scan
 
     records: set[str] = set()
     total = Removed()
