@@ -125,7 +125,6 @@ def scrub_scan(store: KnowledgeStore, redact: Callable[[str], str], r: Report) -
 def hidden_text_scan(store: KnowledgeStore, r: Report) -> None:
     """An advisory when chunks carry hidden text (core/hidden_text.py): a store indexed
     with `--redaction reference`, pulled from one, or from before hidden-text removal."""
-
     records: set[str] = set()
     total = Removed()
     for c in store.chunks:
