@@ -112,4 +112,3 @@ def hidden_lines(hidden: dict[str, Removed]) -> list[str]:
             total.add(r)
         lines.append(f"hidden text removed from {len(hidden)} record(s): {total.describe()}")
     return lines
-
