@@ -137,6 +137,26 @@ def test_each_authors_mode(
         ) in err
 
 
+def test_timeline_links_from_strangers_pull_requests_are_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = tracker()
+    t.items[1].linked_prs = [20]  # the stranger's PR cross-references the owner's issue
+    t.add(Item(number=21, title="PR by member", body="", is_pr=True, user="member"))
+    t.items[1].linked_prs.append(21)
+    results = {}
+    for mode in ("collaborators", "all"):
+        with FakeGitHub(t) as gh:
+            rc, recs, _ = run_cli(
+                monkeypatch, gh, tmp_path / f"{mode}.jsonl", "--timeline", "--authors", mode
+            )
+        assert rc == 0
+        results[mode] = next(r for r in recs if r.title == "Issue by owner").links
+    pull = f"https://github.com/{REPO}/pull/"
+    assert results["collaborators"] == [f"{pull}21"]
+    assert results["all"] == [f"{pull}20", f"{pull}21"]
+
+
 def test_public_default_is_collaborators_private_is_all_unreadable_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

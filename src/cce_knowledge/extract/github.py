@@ -281,8 +281,9 @@ def _comment(c: dict[str, Any], removed: Removed) -> str:
     return f"\n### {head} — {when}\n\n{text}\n"
 
 
-def linked_pulls(events: Iterable[Any]) -> list[str]:
-    """html_urls of pull requests that cross-referenced the issue."""
+def linked_pulls(events: Iterable[Any], authors: str = "all") -> list[str]:
+    """html_urls of pull requests that cross-referenced the issue (with `authors`, only
+    those whose author `--authors` keeps: a stranger's PR attaches nothing)."""
     out = []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("event") != "cross-referenced":
@@ -290,6 +291,8 @@ def linked_pulls(events: Iterable[Any]) -> list[str]:
         src = ev.get("source")
         issue = src.get("issue") if isinstance(src, dict) else None
         if isinstance(issue, dict) and "pull_request" in issue:
+            if not author_trusted(authors, _s(issue.get("author_association"))):
+                continue
             url = _s(issue.get("html_url"))
             if url:
                 out.append(url)
@@ -437,7 +440,7 @@ class Fetcher:
         for page in self.client.paginate(
             f"{self.base}/issues/{n}/timeline", {"per_page": "100"}, missing_ok=True
         ):
-            links.extend(linked_pulls(page))
+            links.extend(linked_pulls(page, self.mapper.authors))
         return links
 
     def issue_comments(self, n: int) -> list[dict[str, Any]]:
