@@ -13,9 +13,17 @@ Scenarios, side by side in one run:
   incremental, nightly           after 50 edited items and 200 new comments
   incremental, no change         re-run with nothing changed
   full, --timeline (peer)        plus one timeline request per issue: the per-item path
+  full, --authors all            lockdown off: no visibility request, every author kept
+  full, --peer-src build         with --peer-src DIR: the same full run by another checkout's
+                                 code (e.g. main before lockdown), for today's figure
+
+The tracker's authors are mixed, as on a public repository: items by MEMBERs and, every
+7th, by a stranger (NONE); comments by a MEMBER, a CONTRIBUTOR and a stranger. The
+default runs are the lockdown default for a public repository (collaborators), which
+costs one `GET /repos/{o}/{r}`.
 
 Usage: python bench/bench_extract.py [--issues 5000 --prs 2500 --comments 20000]
-       [--no-timeline-peer] [--workdir DIR]
+       [--no-timeline-peer] [--peer-src DIR] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ def serve(conn: Connection, shape: tuple[int, int, int]) -> None:
 
     issues, prs, comments = shape
     tracker = make_large_tracker(issues, prs, comments, seed=42)
+    tracker.associations = {"bob": "CONTRIBUTOR", "carol": "NONE", "stranger": "NONE"}
+    for n in range(7, len(tracker.items) + 1, 7):
+        tracker.items[n].user = "stranger"
     with FakeGitHub(tracker, budget=10**7) as gh:  # budgets are compared in the report
         conn.send(gh.url)
         while True:
@@ -72,6 +83,10 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
+#: CPU seconds (user + system) of the last `run_cli`: steadier than wall time under load.
+LAST_CPU = [0.0]
+
+
 def run_cli(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
     """(wall seconds, peak RSS KiB, exit code, stderr) of one CLI run."""
     t0 = time.perf_counter()
@@ -80,6 +95,7 @@ def run_cli(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]
     err = proc.stderr.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     return time.perf_counter() - t0, int(usage.ru_maxrss), proc.returncode, err
 
 
@@ -94,6 +110,17 @@ def main() -> int:
     ap.add_argument("--new-comments", type=int, default=200)
     ap.add_argument("--no-timeline-peer", action="store_true", help="skip the per-issue peer")
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument(
+        "--peer-src", type=Path, help="another checkout's src/ to time the same full run with"
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then N interleaved rounds of the full runs (lockdown, --authors all, peer) "
+        "and their median wall times: load on a shared machine drifts",
+    )
     args = ap.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-extract-"))
@@ -129,9 +156,9 @@ def main() -> int:
 
     rows: list[tuple[str, float, int, int, list[float], str, int]] = []
 
-    def scenario(name: str, extra: list[str]) -> str:
+    def scenario(name: str, extra: list[str], run_env: dict[str, str] | None = None) -> str:
         call("reset")
-        wall, rss, rc, err = run_cli([*base, *extra], env)
+        wall, rss, rc, err = run_cli([*base, *extra], run_env or env)
         if rc != 0:
             raise SystemExit(f"{name} failed ({rc}): {err}")
         n, service = call("stats")
@@ -153,8 +180,28 @@ def main() -> int:
     inc = hashlib.sha256(feed.read_bytes()).hexdigest()[:12]
     ref = scenario("full after the night (check)", ["--out", str(work / "ref.jsonl")])
     scenario("incremental, no change", ["--out", str(feed), "--checkpoint", str(ck)])
+    scenario("full, --authors all", ["--authors", "all", "--out", str(work / "all.jsonl")])
+    if args.peer_src is not None:
+        peer_env = {**env, "PYTHONPATH": str(args.peer_src.resolve())}
+        scenario("full, --peer-src build", ["--out", str(work / "peer.jsonl")], peer_env)
     if not args.no_timeline_peer:
         scenario("full, --timeline (peer)", ["--timeline", "--out", str(work / "tl.jsonl")])
+    medians: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    for _ in range(args.repeat):
+        runs = [("full, lockdown (default)", []), ("full, --authors all", ["--authors", "all"])]
+        if args.peer_src is not None:
+            runs.append(("full, --peer-src build", []))
+        for name, extra in runs:
+            call("reset")
+            run_env = env
+            if name.endswith("build") and args.peer_src is not None:
+                run_env = {**env, "PYTHONPATH": str(args.peer_src.resolve())}
+            wall, _, rc, err = run_cli([*base, *extra, "--out", str(work / "r.jsonl")], run_env)
+            if rc != 0:
+                raise SystemExit(f"{name} failed ({rc}): {err}")
+            medians.setdefault(name, []).append(wall)
+            cpus.setdefault(name, []).append(LAST_CPU[0])
     parent.send(("stop", None))
     server.join(5)
 
@@ -189,6 +236,12 @@ def main() -> int:
         f"incremental == fresh full run after the night: {inc == ref}"
     )
     print(f"mean service time {statistics.fmean(full_row[4]) * 1e3:.2f} ms/request (server side)")
+    for name, walls in medians.items():
+        shown = ", ".join(f"{w:.2f}" for w in walls)
+        print(
+            f"{name:<30} median wall {statistics.median(walls):.2f} s over {len(walls)} "
+            f"({shown}); median CPU {statistics.median(cpus[name]):.2f} s"
+        )
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if (seq == full and inc == ref and full_row[2] <= 400) else 1

@@ -447,7 +447,8 @@ def test_extract_stopped_by_the_rate_limit_is_a_warning_not_a_failure(tmp_path: 
     from tests.helpers.fake_github import FakeGitHub, make_large_tracker
 
     tracker = make_large_tracker(issues=300, prs=0, comments=0, seed=2)
-    extract = "github --repo acme/widgets --checkpoint ck.json --max-wait 1"
+    # --authors all: no visibility request, so the budget of 2 buys two list pages
+    extract = "github --repo acme/widgets --checkpoint ck.json --max-wait 1 --authors all"
     with FakeGitHub(tracker, budget=2) as gh:
         p = _run_driver(tmp_path, {"GITHUB_API_URL": gh.url}, extract=extract, corpus="c1")
     assert p.returncode == 0, p.stdout + p.stderr
@@ -547,3 +548,25 @@ def test_driver_signs_with_the_key_input_and_checks_it_against_allowed_signers(
         rest = rest.replace(f"::add-mask::{ln}", "")
     assert body[100:140] not in rest and body[100:140] not in p.stderr
     assert "  signed by  : ED25519 SHA256:" in p.stdout
+
+
+def test_extract_lockdown_counts_reach_the_job_summary(tmp_path: Path) -> None:
+    """The default lockdown on a public repository: the job summary says which mode ran
+    and what it left out."""
+    from tests.helpers.fake_github import FakeGitHub, make_tracker
+
+    tracker = make_tracker(40, seed=3)
+    tracker.associations = {"hubot": "NONE", "bob": "CONTRIBUTOR"}
+    with FakeGitHub(tracker) as gh:
+        p = _run_driver(
+            tmp_path,
+            {"GITHUB_API_URL": gh.url},
+            extract="github --repo acme/widgets --include-comments",
+            corpus="c1",
+            dry_run="true",
+        )
+    summary = (tmp_path / "summary.md").read_text()
+    assert "### Trust boundary" in summary, p.stdout + p.stderr
+    assert "acme/widgets is public: --authors collaborators" in summary
+    hubot = sum(1 for it in tracker.items.values() if it.user == "hubot")
+    assert f"left out {hubot} item(s) and " in summary

@@ -55,6 +55,7 @@ def extract(
         backoff=0.01,
         sleep=slept.append,
     )
+    opts.setdefault("authors", "all")  # no visibility request: the request counts below
     with client:
         stats = run_github(
             Fetcher(client, GitHubOptions(repo=REPO, **opts)),  # type: ignore[arg-type]

@@ -155,6 +155,7 @@ def run(
     **opts: object,
 ) -> tuple[RunStats, bytes]:
     out = tmp / name
+    opts.setdefault("authors", "all")  # no visibility request: the request counts below
     with client or client_for(gh) as c:
         stats = run_github(
             Fetcher(c, GitHubOptions(repo=REPO, **opts)),  # type: ignore[arg-type]
@@ -310,7 +311,7 @@ def test_cli_exit_code_3_when_the_budget_is_spent(
 ) -> None:
     out, ck = tmp_path / "feed.jsonl", tmp_path / "ck.json"
     argv = ["knowledge", "extract", "github", "--repo", REPO, "--out", str(out)]
-    argv += ["--checkpoint", str(ck), "--max-wait", "10"]
+    argv += ["--checkpoint", str(ck), "--max-wait", "10", "--authors", "all"]
     monkeypatch.setenv("CCE_PROGRESS", "lines")
     monkeypatch.setenv("CCE_PROGRESS_INTERVAL", "0")
     with FakeGitHub(large, budget=4) as gh:

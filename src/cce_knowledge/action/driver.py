@@ -107,6 +107,25 @@ def err_text(proc: subprocess.CompletedProcess[str]) -> str:
     return text.removeprefix("error: ")
 
 
+_TRUST_LINE = re.compile(
+    r"^extract [a-z]+: (trust: .*|hidden text removed from \d+ record\(s\): .*|"
+    r"[^ ]+ is (?:public|private): --authors .*)$"
+)
+
+
+def trust_lines(stderr: str) -> list[str]:
+    """The lines of `cce knowledge extract`'s stderr that say what it left out (the
+    lockdown mode and counts, the hidden-text total) — for the job summary."""
+    out = []
+    for line in stderr.splitlines():
+        m = _TRUST_LINE.match(line)
+        if m:
+            out.append(m.group(1))
+        elif line.startswith("warning: cannot read whether"):
+            out.append(line)
+    return out
+
+
 def _json_or_none(text: str) -> Any:
     try:
         return json.loads(text) if text.strip() else None
@@ -406,6 +425,7 @@ class Driver:
             )
         if proc.returncode != 0:
             raise StepFailed(f"extract failed: {err_text(proc)}")
+        self.state.trust = trust_lines(proc.stderr)
 
     def _validate(self, title: str, files: list[str], what: str) -> None:
         """`cce knowledge validate --json FILES`; its problems annotated and kept; raise

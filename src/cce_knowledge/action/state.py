@@ -33,6 +33,8 @@ class RunState:
     ask_failed: bool = False
     failure: str = ""
     notes: list[str] = field(default_factory=list)
+    #: what extract left out: `--authors` lockdown and hidden-text removal totals
+    trust: list[str] = field(default_factory=list)
 
     @property
     def unchanged(self) -> bool:

@@ -188,6 +188,13 @@ def ask_section(st: RunState) -> str:
     )
 
 
+def trust_section(st: RunState) -> str:
+    """What extract left out of the corpus: other authors' text and hidden text."""
+    if not st.trust:
+        return ""
+    return "### Trust boundary\n\n" + "".join(f"- {md_code(line)}\n" for line in st.trust)
+
+
 def notes_section(st: RunState) -> str:
     if not st.notes:
         return ""
@@ -201,6 +208,7 @@ SECTIONS: tuple[Callable[[RunState], str], ...] = (
     facts_table,
     diff_section,
     problems_section,
+    trust_section,
     ask_section,
     notes_section,
 )

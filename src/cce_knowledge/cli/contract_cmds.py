@@ -35,8 +35,16 @@ first line whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a
 feed.
 Relative paths are resolved against --dir; FILE `-` reads standard input.
 
+A feed record carrying hidden text (HTML comments outside code, Unicode tag
+characters, bidi controls, zero-width characters), which `cce knowledge index`
+removes by default, is a warning on stderr, with its line and code points:
+
+  warning: FILE:LINE: $.body: hidden text: 1 HTML comment, 3 tag characters (U+E0041, …)
+
+Warnings do not change the exit status.
+
 Under GitHub Actions (GITHUB_ACTIONS=true) each problem is also printed as an
-::error annotation.
+::error annotation, each warning as a ::warning one.
 
 exit status: 0 every file valid, 1 any problem, 2 usage error"""
 
@@ -150,6 +158,7 @@ def run_validate(args: argparse.Namespace) -> int:
             )
         )
     problems = [p for r in reports for p in r.problems]
+    warnings = [w for r in reports for w in r.warnings]
     as_json = args.json or args.format == "json"
     out = sys.stdout
     if as_json:
@@ -166,6 +175,12 @@ def run_validate(args: argparse.Namespace) -> int:
         for p in problems:
             msg = f"{p.path}: {p.message}"
             ann.write(github_annotation(p.file, p.line, p.column, msg) + "\n")
+    # Warnings (hidden text) go to stderr: stdout stays the list of problems.
+    for w in warnings:
+        print(f"warning: {w.text()}", file=sys.stderr)
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            ann = github_annotation(w.file, w.line, w.column, f"{w.path}: {w.message}")
+            print(ann.replace("::error ", "::warning ", 1), file=sys.stderr)
     if problems:
         bad = sum(1 for r in reports if not r.ok)
         out.flush()

@@ -59,7 +59,13 @@ def _register_github(esub: Any, formatter_class: type[argparse.HelpFormatter]) -
             "https://api.github.com); token from GITHUB_TOKEN or the variable named by\n"
             "--token-env. not_planned items are dropped unless --keep-not-planned. With\n"
             "--checkpoint, later runs fetch only what changed, and a run stopped by the rate\n"
-            "limit or an error resumes.\n\n" + _EXIT_GITHUB
+            "limit or an error resumes.\n\n"
+            "Lockdown: --authors keeps text by trusted authors only (author_association).\n"
+            "Without it, one request reads the repository's visibility: public →\n"
+            "collaborators, private → all, unreadable → all with a warning. Hidden text\n"
+            "(HTML comments outside code, tag characters, bidi controls, zero-width\n"
+            "characters) is removed from every record; stderr counts what was left out.\n\n"
+            + _EXIT_GITHUB
         ),
     )
     gh.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository")
@@ -112,6 +118,13 @@ def _github_content_args(gh: argparse.ArgumentParser) -> None:
     )
     tl.add_argument("--no-timeline", action="store_true", help="the default (kept for old scripts)")
     gh.add_argument(
+        "--authors",
+        choices=("collaborators", "contributors", "all"),
+        help="whose items and comments to keep: collaborators (OWNER, MEMBER, COLLABORATOR), "
+        "contributors (also CONTRIBUTOR) or all; default: collaborators for a public "
+        "repository, all for a private one (one extra request)",
+    )
+    gh.add_argument(
         "--scrub",
         action="append",
         default=[],
@@ -162,7 +175,8 @@ def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> 
             "and url come from the last commit touching the file, so a shallow clone\n"
             "(actions/checkout's default) is refused: check out with `fetch-depth: 0`,\n"
             "or pass --allow-shallow. Hidden folders, vendor/ and node_modules/ are\n"
-            "skipped.\n\n" + _EXIT
+            "skipped. Hidden text (HTML comments outside code, tag characters, bidi\n"
+            "controls, zero-width characters) is removed and counted on stderr.\n\n" + _EXIT
         ),
     )
     src = dp.add_mutually_exclusive_group(required=True)
@@ -215,7 +229,8 @@ def _register_okf(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
         description=(
             "Records from an A3S knowledge base's promoted wiki/**/*.md only (never\n"
             "sources/ or .a3s/compilation-output/). Documents need YAML frontmatter with\n"
-            "the OKF `type` field; others are skipped with a warning.\n\n" + _EXIT
+            "the OKF `type` field; others are skipped with a warning. Hidden text is\n"
+            "removed as by the docs adapter and counted on stderr.\n\n" + _EXIT
         ),
     )
     op.add_argument("--root", required=True, metavar="KNOWLEDGE_BASE", help="the knowledge base")
@@ -266,6 +281,7 @@ def _github_options(args: argparse.Namespace) -> Any:
         scrub=list(args.scrub),
         concurrency=4 if args.concurrency is None else args.concurrency,
         item_concurrency=1 if args.concurrency is None else args.concurrency,
+        authors=args.authors,
     )
 
 
@@ -290,6 +306,7 @@ def _github(args: argparse.Namespace) -> int:
             since=args.since,
             full=args.full,
             progress=say,
+            warn=_warn(args),
         )
     since = f" since {stats.since}" if stats.since else ""
     budget = f", {stats.rate_remaining} requests left" if stats.rate_remaining is not None else ""
@@ -298,8 +315,33 @@ def _github(args: argparse.Namespace) -> int:
         f"{stats.upserts} items fetched, {stats.removals} dropped, {stats.comments} comments, "
         f"waited {stats.waited:.0f}s"
     )
+    _trust_summary(args, stats.authors, stats.left_items, stats.left_comments, stats.hidden)
     _summary(args, stats.records)
     return 0
+
+
+def _trust_summary(
+    args: argparse.Namespace, authors: str, items: int, comments: int, hidden: Any
+) -> None:
+    """What lockdown and hidden-text removal left out (the Action's job summary reads
+    the `trust:` and `hidden text` lines)."""
+    from cce_knowledge.extract.feed import hidden_lines
+
+    say = _say(args)
+    if authors != "all":
+        say(
+            f"trust: --authors {authors} left out {items} item(s) and {comments} comment(s) "
+            "by other authors"
+        )
+    for line in hidden_lines(hidden):
+        say(line)
+
+
+def _hidden_summary(args: argparse.Namespace, hidden: Any) -> None:
+    from cce_knowledge.extract.feed import hidden_lines
+
+    for line in hidden_lines(hidden):
+        _say(args)(line)
 
 
 def _docs(args: argparse.Namespace) -> int:
@@ -318,8 +360,10 @@ def _docs(args: argparse.Namespace) -> int:
         url_base=args.url_base,
         allow_shallow=args.allow_shallow,
     )
-    records = extract_docs(opts, warn=_warn(args))
+    hidden: dict[str, Any] = {}
+    records = extract_docs(opts, warn=_warn(args), hidden=hidden)
     write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
+    _hidden_summary(args, hidden)
     _summary(args, len(records))
     return 0
 
@@ -330,7 +374,9 @@ def _okf(args: argparse.Namespace) -> int:
     from cce_knowledge.extract.output import write_feed
 
     opts = OkfOptions(root=args.root, source=args.source, id_prefix=args.id_prefix)
-    records = extract_okf(opts, warn=_warn(args))
+    hidden: dict[str, Any] = {}
+    records = extract_okf(opts, warn=_warn(args), hidden=hidden)
     write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
+    _hidden_summary(args, hidden)
     _summary(args, len(records))
     return 0

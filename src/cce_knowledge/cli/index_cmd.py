@@ -27,9 +27,11 @@ the first 16 hex of the feed's sha256, so the same feed always gives the same by
 Redaction (--redaction, else knowledge.redaction, else extended): `extended` applies
 the reference engine's rules and then the secret shapes of detect-secrets' regex
 plugins plus a few more (fine-grained GitHub tokens, Slack app tokens, Stripe test
-keys, unterminated PEM keys, DB_PASSWORD=... and "the password is ..."); `reference`
-applies the reference's rules exactly. A feed the extra rules find nothing in gives
-identical bytes either way.
+keys, unterminated PEM keys, DB_PASSWORD=... and "the password is ..."), after
+removing hidden text: HTML comments outside code, Unicode tag characters, bidi
+controls and zero-width characters (docs/security.md#prompt-injection); `reference`
+applies the reference's rules exactly and keeps hidden text. A feed the extra rules
+and the hidden-text pass find nothing in gives identical bytes either way.
 
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
@@ -66,8 +68,9 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "--redaction",
         choices=("extended", "reference"),
         default=None,
-        help="secret redaction: extended (the default) or reference (the reference "
-        "engine's exact rules); default: knowledge.redaction in .cce/config",
+        help="extended (the default: more secret shapes, and hidden text removed) or "
+        "reference (the reference engine's exact rules, hidden text kept); default: "
+        "knowledge.redaction in .cce/config",
     )
     p.add_argument(
         "--max-record-bytes",

@@ -151,9 +151,10 @@ class KnowledgeSettings:
     commands that would use it refuse it (retrieval/rankings.py)."""
     redaction: Redaction = DEFAULT_REDACTION
     """Ours: the secret redaction `cce knowledge index` applies when `--redaction` is
-    not given. `extended` (the default): the reference's rules plus the shapes of a
-    maintained secret-scanning rule set; `reference`: the reference engine's rules
-    exactly (byte-exact stores)."""
+    not given. `extended` (the default): hidden text removed (HTML comments outside code,
+    Unicode tag, bidi and zero-width characters), then the reference's rules plus the
+    shapes of a maintained secret-scanning rule set; `reference`: the reference engine's
+    rules exactly, hidden text kept (byte-exact stores)."""
     semantic: SemanticSettings | None = None
     """Ours: the embedding provider of semantic retrieval (`cce knowledge embed`, the
     `hybrid` ranking); unset (and no CCE_EMBED_* variable) means off."""

@@ -24,6 +24,8 @@ from cce_knowledge.contract.manifest import (
     verify_problem,
 )
 from cce_knowledge.contract.ndjson import FeedLineError, iter_feed
+from cce_knowledge.contract.record import KnowledgeRecord
+from cce_knowledge.core.hidden_text import scan
 from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
 Kind = Literal["feed", "manifest", "suite", "config"]
@@ -62,6 +64,8 @@ class FileReport:
     kind: Kind
     count: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: Findings that do not make the file invalid (hidden text): exit status stays 0.
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -151,7 +155,33 @@ def _feed(report: FileReport, text: str) -> list[int]:
         else:
             report.count += 1
             ok_lines.append(n)
+            report.warnings.extend(hidden_text_warnings(report.file, n, r))
     return ok_lines
+
+
+def hidden_text_warnings(file: str, line: int, rec: KnowledgeRecord) -> list[Problem]:
+    """One warning per field that carries hidden text (what `index` removes by default):
+    what it is and its code points."""
+    values: list[tuple[str, str, bool]] = [("$.title", rec.title, True), ("$.body", rec.body, True)]
+    for key in ("source", "url", "state", "state_reason", "updated_at", "group"):
+        v = getattr(rec, key)
+        if v is not None:
+            values.append((f"$.{key}", v, False))
+    values += [(f"$.labels[{i}]", v, False) for i, v in enumerate(rec.labels)]
+    values += [(f"$.links[{i}]", v, False) for i, v in enumerate(rec.links)]
+    out = []
+    for path, removed in scan(values).items():
+        points = f" ({removed.code_points()})" if removed.chars else ""
+        out.append(
+            Problem(
+                file,
+                line,
+                path,
+                f"hidden text: {removed.describe()}{points} — `cce knowledge index` removes "
+                "it (unless --redaction reference)",
+            )
+        )
+    return out
 
 
 def _manifest(report: FileReport, text: str) -> FeedManifest | None:

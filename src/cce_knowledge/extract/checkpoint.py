@@ -32,6 +32,7 @@ from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, file_lock
 from cce_knowledge.core.errors import ExtractError, RateLimitStop, UsageError
+from cce_knowledge.core.hidden_text import Removed
 from cce_knowledge.extract.feed import feed_bytes
 from cce_knowledge.extract.github import (
     CommentsPage,
@@ -39,6 +40,7 @@ from cce_knowledge.extract.github import (
     GitHubOptions,
     ItemsPage,
     Progress,
+    resolve_authors,
 )
 from cce_knowledge.extract.github_mirror import Mirror, merge_into_feed
 from cce_knowledge.extract.output import write_feed
@@ -60,6 +62,10 @@ class RunStats:
     records: int
     waited: float
     rate_remaining: int | None
+    authors: str = "all"  # the --authors mode the records were built with
+    left_items: int = 0  # items by authors outside --authors
+    left_comments: int = 0  # comments by authors outside --authors
+    hidden: dict[str, Removed] = field(default_factory=dict)  # record id → removed
 
 
 @dataclass(slots=True)
@@ -194,12 +200,20 @@ def run_github(
     since: str | None = None,
     full: bool = False,
     progress: Progress | None = None,
+    warn: Progress | None = None,
 ) -> RunStats:
-    """Extract, merge, write. Nothing is written to `out`/`manifest` unless it all succeeds."""
+    """Extract, merge, write. Nothing is written to `out`/`manifest` unless it all succeeds.
+
+    Without `--authors` (`opts.authors` None) the mode comes from the repository's
+    visibility: one request (`resolve_authors`)."""
     _check_args(since, checkpoint, out)
     paths = Paths(out, manifest, Path(checkpoint) if checkpoint else None)
+    say = progress or (lambda _m: None)
     with _exclusive(checkpoint):
-        run = _plan(fetcher, paths, since, full, progress or (lambda _m: None))
+        if fetcher.opts.authors is None:
+            opts = fetcher.opts
+            opts.authors = resolve_authors(fetcher.client, opts.repo, say, warn or say)
+        run = _plan(fetcher, paths, since, full, say)
         try:
             _start_log(run)
             if run.cursor.stage == ITEMS:
@@ -210,6 +224,7 @@ def run_github(
             raise RateLimitStop(_stopped(e, run)) from None
         records = _write(run)
     c = fetcher.client
+    trust = fetcher.mapper.trust
     return RunStats(
         run.mode,
         run.cursor.since,
@@ -221,6 +236,10 @@ def run_github(
         len(records),
         c.waited,
         c.rate_remaining,
+        fetcher.mapper.authors,
+        trust.items,
+        trust.comments,
+        trust.hidden,
     )
 
 
@@ -243,7 +262,18 @@ def _load_checkpoint(
     if ck is None:
         say(f"checkpoint {ck_path} predates paged runs: one full extraction rebuilds it")
         return None
-    if ck.options != opts.fingerprint():
+    now = opts.fingerprint()
+    was = dict(ck.options)
+    was.setdefault("authors", "all")  # checkpoints from before lockdown kept everyone
+    if was.get("authors") != now["authors"] and {**was, "authors": now["authors"]} == now:
+        # The mirror holds what the old mode let through (and, before lockdown, no
+        # author associations): only a full run rebuilds the records for the new one.
+        say(
+            f"checkpoint {ck_path} was built with --authors {was['authors']}, this run uses "
+            f"--authors {now['authors']}: full refresh"
+        )
+        return None
+    if was != now:
         raise ExtractError(
             f"checkpoint {ck_path} was written for different options "
             f"({json.dumps(ck.options, sort_keys=True)}) — rerun with --full or use "

@@ -19,7 +19,9 @@ from urllib.parse import quote
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ExtractError, UsageError
+from cce_knowledge.core.hidden_text import Removed
 from cce_knowledge.core.urls import display_url
+from cce_knowledge.extract.feed import sanitize_record
 from cce_knowledge.extract.frontmatter import first_heading, meta_list, meta_str, split_frontmatter
 from cce_knowledge.extract.gitmeta import GitInfo, git_info, shallow_refusal
 from cce_knowledge.extract.mdtree import DEFAULT_GLOBS, Warn, read_text, walk
@@ -133,14 +135,30 @@ def checkout(opts: DocsOptions) -> Iterator[tuple[Path, str | None]]:
         yield Path(tmp), opts.repo
 
 
-def extract_docs(opts: DocsOptions, *, warn: Warn | None = None) -> list[KnowledgeRecord]:
+def without_hidden(
+    records: list[KnowledgeRecord], hidden: dict[str, Removed] | None
+) -> list[KnowledgeRecord]:
+    """Each record without hidden text; what went is recorded in `hidden` by id."""
+    out = []
+    for rec in records:
+        clean, removed = sanitize_record(rec)
+        if removed and hidden is not None:
+            hidden[rec.id] = removed
+        out.append(clean)
+    return out
+
+
+def extract_docs(
+    opts: DocsOptions, *, warn: Warn | None = None, hidden: dict[str, Removed] | None = None
+) -> list[KnowledgeRecord]:
+    """One record per Markdown file, without hidden text (counted into `hidden`)."""
     with checkout(opts) as (root, remote):
         info = git_info(root, remote_url=remote)
         shown = opts.root if opts.root is not None else display_url(opts.repo or "")
         if info is not None and info.shallow and not opts.allow_shallow:
             raise ExtractError(shallow_refusal(shown))
         files = walk(root, include=opts.globs or DEFAULT_GLOBS, exclude=opts.exclude, warn=warn)
-        return [
+        records = [
             markdown_record(
                 rel,
                 p,
@@ -152,3 +170,4 @@ def extract_docs(opts: DocsOptions, *, warn: Warn | None = None) -> list[Knowled
             )
             for rel, p in files
         ]
+        return without_hidden(records, hidden)

@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cce_knowledge.contract.record import KnowledgeRecord
-from cce_knowledge.core.errors import ExtractError, UsageError
-from cce_knowledge.extract.feed import normalise_newlines
+from cce_knowledge.core.errors import ExtractError, RateLimitStop, UsageError
+from cce_knowledge.core.hidden_text import Removed, sanitize
+from cce_knowledge.extract.feed import normalise_newlines, sanitize_record
 from cce_knowledge.extract.httpclient import GitHubClient
 
 SOURCE_ISSUES = "github-issues"
@@ -36,6 +37,26 @@ _REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _STATES = ("open", "closed", "all")
 _ISSUE_URL = re.compile(r"/issues/(\d+)$")
 T = TypeVar("T")
+
+#: `--authors`: whose items and comments a record may carry (GitHub's
+#: `author_association`). `all` is the behaviour before lockdown.
+AUTHOR_MODES = ("collaborators", "contributors", "all")
+_TRUSTED: dict[str, frozenset[str]] = {
+    "collaborators": frozenset({"OWNER", "MEMBER", "COLLABORATOR"}),
+    "contributors": frozenset({"OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR"}),
+}
+
+
+def author_trusted(mode: str, association: str | None) -> bool:
+    """Whether `--authors mode` keeps text by an author of this association (a missing
+    association is a stranger's: `NONE`)."""
+    trusted = _TRUSTED.get(mode)
+    return trusted is None or (association or "NONE") in trusted
+
+
+def default_authors(private: bool | None) -> str:
+    """`--authors` when none is given: strangers' text stays out of a public corpus."""
+    return "collaborators" if private is False else "all"
 
 
 def check_repo(repo: str) -> tuple[str, str]:
@@ -65,9 +86,15 @@ class GitHubOptions:
     scrub: list[str] = field(default_factory=list)
     concurrency: int = 4  # independent pages in flight
     item_concurrency: int = 1  # per-issue timeline requests in flight
+    #: `--authors`; None: decided by the repository's visibility (`resolve_authors`)
+    authors: str | None = None
 
     def __post_init__(self) -> None:
         check_repo(self.repo)
+        if self.authors is not None and self.authors not in AUTHOR_MODES:
+            raise UsageError(
+                f"--authors must be one of {', '.join(AUTHOR_MODES)}, got {self.authors!r}"
+            )
         if self.state not in _STATES:
             raise UsageError(f"--state must be one of {', '.join(_STATES)}, got {self.state!r}")
         if self.concurrency < 1 or self.item_concurrency < 1:
@@ -83,6 +110,7 @@ class GitHubOptions:
             "keep_not_planned": self.keep_not_planned,
             "timeline": self.timeline,
             "scrub": list(self.scrub),
+            "authors": self.authors or "all",
         }
 
 
@@ -127,6 +155,7 @@ def slim_item(item: dict[str, Any]) -> dict[str, Any]:
         "labels": [{"name": name} for name in _label_names(item)],
         "milestone": {"title": _s(milestone.get("title"))} if isinstance(milestone, dict) else None,
         "comments": item.get("comments") if isinstance(item.get("comments"), int) else None,
+        "author_association": _s(item.get("author_association")),
     }
     if "pull_request" in item:
         d["pull_request"] = {}
@@ -149,12 +178,22 @@ def slim_comment(c: Any) -> dict[str, Any] | None:
         "created_at": _s(c.get("created_at")),
         "updated_at": _s(c.get("updated_at")),
         "body": _s(c.get("body")),
+        "author_association": _s(c.get("author_association")),
     }
 
 
 def comment_order(c: dict[str, Any]) -> tuple[str, int]:
     """Oldest first, as the per-issue comments endpoint lists them."""
     return (c.get("created_at") or "", c["id"])
+
+
+@dataclass(slots=True)
+class TrustCounts:
+    """What lockdown and hidden-text removal left out of the records of one build."""
+
+    items: int = 0  # items by authors outside --authors
+    comments: int = 0  # comments by authors outside --authors
+    hidden: dict[str, Removed] = field(default_factory=dict)  # record id → removed
 
 
 class Mapper:
@@ -164,6 +203,14 @@ class Mapper:
     def __init__(self, opts: GitHubOptions) -> None:
         self.opts = opts
         self._scrub = compile_scrub(opts.scrub)
+        self.trust = TrustCounts()
+
+    @property
+    def authors(self) -> str:
+        return self.opts.authors or "all"
+
+    def excluded_author(self, row: dict[str, Any]) -> bool:
+        return not author_trusted(self.authors, row.get("author_association"))
 
     def scrub(self, text: str) -> str:
         for pat in self._scrub:
@@ -174,20 +221,45 @@ class Mapper:
         """Curation: rejected intent (`not_planned`) and items outside `--state`."""
         if not self.opts.keep_not_planned and item.get("state_reason") == "not_planned":
             return True
-        return self.opts.state != "all" and item.get("state") != self.opts.state
+        if self.opts.state != "all" and item.get("state") != self.opts.state:
+            return True
+        return self.excluded_author(item)
 
     def record(
         self, item: dict[str, Any], links: Iterable[str], comments: list[dict[str, Any]]
     ) -> KnowledgeRecord:
         is_pr = "pull_request" in item
-        body = normalise_newlines(_s(item.get("body")) or "")
-        if comments:
-            ordered = sorted(comments, key=comment_order)
-            body = body.rstrip("\n") + "\n\n## Comments\n" + "".join(map(_comment, ordered))
+        rid = record_id(self.opts.repo, int(item["number"]))
+        removed = Removed()
+        # Each text is sanitized as GitHub renders it, on its own (an unclosed comment
+        # in one comment hides nothing of the next); the record again as a whole below.
+        body = sanitize(normalise_newlines(_s(item.get("body")) or ""), removed)
+        kept = [c for c in comments if not self.excluded_author(c)]
+        self.trust.comments += len(comments) - len(kept)
+        if kept:
+            ordered = sorted(kept, key=comment_order)
+            body = body.rstrip("\n") + "\n\n## Comments\n"
+            body += "".join(_comment(c, removed) for c in ordered)
         labels = list(dict.fromkeys(_label_names(item)))  # first-seen order
         milestone = item.get("milestone")
+        rec, more = sanitize_record(self._record(item, rid, body, is_pr, labels, milestone, links))
+        removed.add(more)
+        if removed:
+            self.trust.hidden[rid] = removed
+        return rec
+
+    def _record(
+        self,
+        item: dict[str, Any],
+        rid: str,
+        body: str,
+        is_pr: bool,
+        labels: list[str],
+        milestone: Any,
+        links: Iterable[str],
+    ) -> KnowledgeRecord:
         return KnowledgeRecord(
-            id=record_id(self.opts.repo, int(item["number"])),
+            id=rid,
             title=self.scrub(normalise_newlines(_s(item.get("title")) or "")),
             body=self.scrub(body),
             source=SOURCE_PULLS if is_pr else SOURCE_ISSUES,
@@ -201,16 +273,17 @@ class Mapper:
         )
 
 
-def _comment(c: dict[str, Any]) -> str:
+def _comment(c: dict[str, Any], removed: Removed) -> str:
     login = c.get("login")
     when = c.get("created_at") or ""
     head = f"@{login}" if login else "(unknown author)"
-    text = normalise_newlines(c.get("body") or "").rstrip("\n")
+    text = sanitize(normalise_newlines(c.get("body") or ""), removed).rstrip("\n")
     return f"\n### {head} — {when}\n\n{text}\n"
 
 
-def linked_pulls(events: Iterable[Any]) -> list[str]:
-    """html_urls of pull requests that cross-referenced the issue."""
+def linked_pulls(events: Iterable[Any], authors: str = "all") -> list[str]:
+    """html_urls of pull requests that cross-referenced the issue (with `authors`, only
+    those whose author `--authors` keeps: a stranger's PR attaches nothing)."""
     out = []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("event") != "cross-referenced":
@@ -218,6 +291,8 @@ def linked_pulls(events: Iterable[Any]) -> list[str]:
         src = ev.get("source")
         issue = src.get("issue") if isinstance(src, dict) else None
         if isinstance(issue, dict) and "pull_request" in issue:
+            if not author_trusted(authors, _s(issue.get("author_association"))):
+                continue
             url = _s(issue.get("html_url"))
             if url:
                 out.append(url)
@@ -365,7 +440,7 @@ class Fetcher:
         for page in self.client.paginate(
             f"{self.base}/issues/{n}/timeline", {"per_page": "100"}, missing_ok=True
         ):
-            links.extend(linked_pulls(page))
+            links.extend(linked_pulls(page, self.mapper.authors))
         return links
 
     def issue_comments(self, n: int) -> list[dict[str, Any]]:
@@ -379,3 +454,38 @@ class Fetcher:
 
 
 Progress = Callable[[str], None]
+
+
+def resolve_authors(client: GitHubClient, repo: str, say: Progress, warn: Progress) -> str:
+    """`--authors` from the repository's visibility: one `GET /repos/{o}/{r}`.
+
+    Public → `collaborators`; private or internal → `all`; unreadable → `all` with a
+    warning (the token may lack metadata access; the run goes on as before lockdown)."""
+    owner, name = check_repo(repo)
+    why = ""
+    data: Any = None
+    try:
+        data, _ = client.get_json(f"/repos/{owner}/{name}", missing_ok=True)
+    except RateLimitStop:
+        raise
+    except ExtractError as e:
+        if "(401 " in e.message:
+            raise  # a rejected token fails every request: say so now, not later
+        why = f" ({e.message})"
+    private: bool | None = None
+    if isinstance(data, dict):
+        if isinstance(data.get("private"), bool):
+            private = data["private"]
+        elif data.get("visibility") in ("public", "private", "internal"):
+            private = data["visibility"] != "public"
+    mode = default_authors(private)
+    if private is None:
+        warn(
+            f"cannot read whether {repo} is public{why or ' (not found or no access)'}: "
+            "keeping every author's text (--authors all); pass --authors collaborators "
+            "to keep strangers' issues and comments out"
+        )
+    else:
+        kind = "private" if private else "public"
+        say(f"{repo} is {kind}: --authors {mode} (pass --authors to choose)")
+    return mode

@@ -51,12 +51,15 @@ class Mirror:
         for c in page.comments:
             self.comments.setdefault(c["issue"], {})[c["id"]] = c
 
-    def pull_links(self, repo: str) -> dict[int, set[str]]:
-        """Issue number → URLs of the PRs whose bodies mention it."""
+    def pull_links(self, repo: str, mapper: Mapper | None = None) -> dict[int, set[str]]:
+        """Issue number → URLs of the PRs whose bodies mention it (with `mapper`, only
+        PRs by authors `--authors` keeps: a stranger's PR attaches nothing)."""
         out: dict[int, set[str]] = {}
         for it in self.items.values():
             url = it.get("html_url")
             if "pull_request" not in it or not url:
+                continue
+            if mapper is not None and mapper.excluded_author(it):
                 continue
             for n in referenced_numbers(it.get("body") or "", repo, web_base_of(url)):
                 out.setdefault(n, set()).add(url)
@@ -65,10 +68,12 @@ class Mirror:
     def records(self, mapper: Mapper) -> list[KnowledgeRecord]:
         """Every kept item's record, sorted by number."""
         opts = mapper.opts
-        pulls = self.pull_links(opts.repo)
+        pulls = self.pull_links(opts.repo, mapper)
         out = []
         for n in sorted(self.items):
             it = self.items[n]
+            if mapper.excluded_author(it):
+                mapper.trust.items += 1
             if mapper.dropped(it):
                 continue
             links: set[str] = set()
@@ -139,7 +144,7 @@ def merge_into_feed(
     for n, it in fetched.items.items():
         if mapper.dropped(it):
             by_id.pop(record_id(repo, n), None)
-    pulls = fetched.pull_links(repo)
+    pulls = fetched.pull_links(repo, mapper)
     for rid, rec in list(by_id.items()):
         n = number_of(rid)
         if rec.source != SOURCE_ISSUES or n in fetched.items:

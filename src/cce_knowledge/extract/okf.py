@@ -19,7 +19,8 @@ from pathlib import Path
 
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ExtractError
-from cce_knowledge.extract.docs import title_and_body
+from cce_knowledge.core.hidden_text import Removed
+from cce_knowledge.extract.docs import title_and_body, without_hidden
 from cce_knowledge.extract.frontmatter import (
     FrontmatterError,
     meta_list,
@@ -54,7 +55,10 @@ def _wiki_files(wiki: Path, warn: Warn) -> list[tuple[str, Path]]:
     return found
 
 
-def extract_okf(opts: OkfOptions, *, warn: Warn) -> list[KnowledgeRecord]:
+def extract_okf(
+    opts: OkfOptions, *, warn: Warn, hidden: dict[str, Removed] | None = None
+) -> list[KnowledgeRecord]:
+    """The promoted wiki's records, without hidden text (counted into `hidden`)."""
     kb = Path(opts.root)
     if not kb.is_dir():
         raise ExtractError(f"--root {opts.root}: not a directory")
@@ -107,4 +111,4 @@ def extract_okf(opts: OkfOptions, *, warn: Warn) -> list[KnowledgeRecord]:
                 group=okf_type,
             )
         )
-    return out
+    return without_hidden(out, hidden)

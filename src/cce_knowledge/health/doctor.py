@@ -3,8 +3,8 @@ docs/spec/core.md §10.2), plus one additive advisory of ours: a stale or
 missing derived search index.
 
 Read-only. Failures are definite corruption or contract mismatch (exit 1);
-advisories (old or tampered facets, secret-shaped ids, no install record, a
-stale derived index) keep exit 0. No line ever prints a raw secret: facets are
+advisories (old or tampered facets, secret-shaped ids, hidden text, no install
+record, a stale derived index) keep exit 0. No line ever prints a raw secret: facets are
 named, never shown, and record ids are shown through the redactor.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.hidden_text import Removed, scan
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, redact_for_display, redactor_for
 from cce_knowledge.health.status import (
@@ -122,6 +123,37 @@ def scrub_scan(store: KnowledgeStore, redact: Callable[[str], str], r: Report) -
             f"knowledge record id `{rid}` contains secret-shaped content; record ids are "
             "addressing keys and cannot be redacted by re-index — fix the source adapter to "
             "remove the secret from the id"
+        )
+
+
+def hidden_text_scan(store: KnowledgeStore, r: Report) -> None:
+    """An advisory when chunks carry hidden text (core/hidden_text.py): a store indexed
+    with `--redaction reference`, pulled from one, or from before hidden-text removal."""
+    records: set[str] = set()
+    total = Removed()
+    for c in store.chunks:
+        values: list[tuple[str, str, bool]] = [
+            ("content", c.content, True),
+            ("title", c.title, True),
+        ]
+        values += [
+            (k, v, False)
+            for k, v in (("url", c.url), ("source", c.source), ("group", c.group))
+            if v is not None
+        ]
+        values += [("labels", v, False) for v in c.labels]
+        found = scan(values)
+        if found:
+            records.add(c.record_id)
+            for removed in found.values():
+                total.add(removed)
+    if records:
+        points = f" ({total.code_points()})" if total.chars else ""
+        r.advisory(
+            f"knowledge store carries hidden text in {len(records)} record"
+            f"{_plural(len(records))}: {total.describe()}{points} — text people do not see "
+            "but agents read; it was indexed with --redaction reference (or before hidden "
+            "text was removed): re-index with the default redaction"
         )
 
 
@@ -310,6 +342,7 @@ def check_knowledge(
                 f"speaks `{KNOWLEDGE_SCHEMA}` — re-ingest the feed (or re-pull the corpus)"
             )
         scrub_scan(store, redact, r)
+        hidden_text_scan(store, r)
     _pulled_bytes_check(root, r)
     if settings is not None:
         _signature_check(root, r, settings)

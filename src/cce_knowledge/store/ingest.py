@@ -33,6 +33,7 @@ from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, Redaction, redactor_for
+from cce_knowledge.extract.feed import sanitize_record
 from cce_knowledge.store.snapshots import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -123,10 +124,22 @@ def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> 
     )
 
 
+def without_hidden(rec: KnowledgeRecord, redaction: Redaction) -> KnowledgeRecord:
+    """The record as `redaction` indexes it: `extended` first removes hidden text (HTML
+    comments outside code, tag, bidi and zero-width characters; core/hidden_text.py),
+    before the secret rules, so a secret split by a zero-width space is still found.
+    `reference` keeps everything, as the reference engine does. A record without
+    hidden text is returned as is: the store bytes are the reference's."""
+    if redaction == "reference":
+        return rec
+    return sanitize_record(rec)[0]
+
+
 def record_chunks(
     rec: KnowledgeRecord, budget: int, redaction: Redaction = DEFAULT_REDACTION
 ) -> list[KnowledgeChunk]:
     """The store chunks of one record, in chunker order."""
+    rec = without_hidden(rec, redaction)
     md = _sections(rec, budget, redaction)
     if not md:
         return []
@@ -142,6 +155,7 @@ def record_chunk_texts(
 ) -> list[str]:
     """`chunk_json` of each chunk of one record. `cache` maps section bytes to their
     embedding text: identical sections (templates, boilerplate) embed and format once."""
+    rec = without_hidden(rec, redaction)
     md = _sections(rec, budget, redaction)
     if not md:
         return []

@@ -9,6 +9,11 @@ budget (`budget=N`) is enforced through the primary rate-limit headers: every an
 carries `X-RateLimit-Remaining`, and once it is spent the server answers 403 with
 `X-RateLimit-Remaining: 0` until `refill()`. Every request is recorded so tests can
 count them.
+
+`GET /repos/{o}/{r}` answers the repository object with `private`/`visibility` from
+`Tracker.visibility` (None: 404, as for a token that cannot read it). Every issue and
+comment carries the `author_association` of its author's login (`Tracker.associations`,
+default MEMBER).
 """
 
 from __future__ import annotations
@@ -57,6 +62,13 @@ class Tracker:
     name: str = "widgets"
     items: dict[int, Item] = field(default_factory=dict)
     clock: int = 0  # seconds after 2025-01-01 handed out by `touch`
+    visibility: str | None = "public"  # public | private | internal | None (404)
+    #: login → author_association (OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR,
+    #: FIRST_TIME_CONTRIBUTOR, FIRST_TIMER, MANNEQUIN, NONE); others are MEMBER
+    associations: dict[str, str] = field(default_factory=dict)
+
+    def association(self, login: str) -> str:
+        return self.associations.get(login, "MEMBER")
 
     @property
     def full_name(self) -> str:
@@ -383,7 +395,7 @@ class FakeGitHub:
             "created_at": it.created_at,
             "updated_at": it.updated_at,
             "closed_by": None,
-            "author_association": "MEMBER",
+            "author_association": t.association(it.user),
             "timeline_url": f"{api}/issues/{it.number}/timeline",
             "performed_via_github_app": None,
             "reactions": {
@@ -459,7 +471,7 @@ class FakeGitHub:
             "created_at": at,
             "updated_at": updated,
             "issue_url": f"{api}/issues/{it.number}",
-            "author_association": "NONE",
+            "author_association": self.tracker.association(login),
             "performed_via_github_app": None,
         }
 
@@ -569,6 +581,8 @@ class FakeGitHub:
         t = self.tracker
         if len(seg) < 3 or seg[0] != "repos" or f"{seg[1]}/{seg[2]}" != t.full_name:
             return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
+        if seg[3:] == []:
+            return self._repository(rl)
         if seg[3:] == ["issues"]:
             return self._issues(parts.path, q, rl)
         if seg[3:] == ["issues", "comments"]:
@@ -582,6 +596,30 @@ class FakeGitHub:
             if seg[5] == "comments":
                 return self._page(parts.path, q, self.comments(it), rl)
         return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
+
+    def _repository(self, rl: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        """`GET /repos/{o}/{r}` (the fields lockdown reads, and a few around them)."""
+        t = self.tracker
+        if t.visibility is None:
+            return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, rl
+        return (
+            200,
+            {
+                "id": 1296269,
+                "node_id": "R_kgDOB",
+                "name": t.name,
+                "full_name": t.full_name,
+                "owner": self.user(t.owner),
+                "private": t.visibility != "public",
+                "visibility": t.visibility,
+                "html_url": f"https://github.com/{t.full_name}",
+                "url": f"{self.url}/repos/{t.full_name}",
+                "has_issues": True,
+                "open_issues_count": sum(1 for i in t.items.values() if i.state == "open"),
+                "default_branch": "main",
+            },
+            rl,
+        )
 
     def _issues(
         self, path: str, q: dict[str, str], rl: dict[str, str]
