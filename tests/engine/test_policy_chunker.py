@@ -170,9 +170,9 @@ def test_crlf_chunks_like_lf() -> None:
     a = chunk_with_policy("d", lf, policy(DISCUSSION))
     b = chunk_with_policy("d", crlf, policy(DISCUSSION))
     check_invariants(crlf, b, "d")
-    assert [(c.chunk_id, c.start_line, c.end_line, c.kind, c.name, c.content) for c in a.chunks] == [
-        (c.chunk_id, c.start_line, c.end_line, c.kind, c.name, c.content) for c in b.chunks
-    ]
+    assert [
+        (c.chunk_id, c.start_line, c.end_line, c.kind, c.name, c.content) for c in a.chunks
+    ] == [(c.chunk_id, c.start_line, c.end_line, c.kind, c.name, c.content) for c in b.chunks]
     assert a.skipped == b.skipped
     assert not any("\r" in c.content for c in b.chunks)
 
@@ -256,7 +256,9 @@ def test_setext_headings_split_too() -> None:
 
 
 def test_frontmatter_is_dropped_at_the_top_of_the_body() -> None:
-    text = "# ADR 7\n\n---\nstatus: accepted\ntags: [a, b]\n---\n\nWe decided.\n\n## Why\n\nBecause.\n"
+    text = (
+        "# ADR 7\n\n---\nstatus: accepted\ntags: [a, b]\n---\n\nWe decided.\n\n## Why\n\nBecause.\n"
+    )
     r = chunk_with_policy("f", text, policy(keep_whole_below=0))
     check_invariants(text, r, "f")
     assert (3, 6, SKIP_FRONTMATTER) in r.skipped

@@ -20,15 +20,17 @@ from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import io_error_text
 
 VALIDATE_DESCRIPTION = """\
-Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests and
-cce.knowledge.ask/v1 suites, reporting every bad line (not just the first):
+Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests,
+cce.knowledge.ask/v1 suites and cce.chunk-policy/v1 chunk policies, reporting every
+bad line (not just the first):
 
   FILE:LINE: $.path: message (column C)
 
 The rules are exactly those `cce knowledge index` and `cce knowledge ask` apply, so
 a file that validates clean is one they accept. The kind is detected: a name ending
 in .manifest.json or a single cce.feed-manifest/v1 object is a manifest; a first line
-whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a feed.
+whose "schema" is cce.knowledge.ask/v1 is a suite; a single cce.chunk-policy/v1
+object is a chunk policy (index --chunk-policy); anything else is a feed.
 Relative paths are resolved against --dir; FILE `-` reads standard input.
 
 Under GitHub Actions (GITHUB_ACTIONS=true) each problem is also printed as an
@@ -52,12 +54,15 @@ exit status: 0 written, 1 refused or failed, 2 usage error"""
 def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(
         "validate",
-        help="check feeds, manifests and ask suites; report every bad line",
+        help="check feeds, manifests, ask suites and chunk policies; report every bad line",
         description=VALIDATE_DESCRIPTION,
         formatter_class=formatter_class,
     )
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="feed, manifest or suite files (- for stdin)"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="feed, manifest, suite or policy files (- for stdin)",
     )
     p.add_argument(
         "--format",
@@ -68,7 +73,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     add_json(p, "JSON (the same as --format json)")
     p.add_argument(
         "--kind",
-        choices=("auto", "feed", "manifest", "suite"),
+        choices=("auto", "feed", "manifest", "suite", "policy"),
         default="auto",
         help="what the files are (default: detect)",
     )

@@ -1,4 +1,4 @@
-"""Validate feeds, manifests and ask suites, reporting *every* bad line.
+"""Validate feeds, manifests, ask suites and chunk policies, reporting *every* bad line.
 
 `index` stops at the first bad line (no partial store); an adapter author wants the
 whole list at once. The rules are the parsers' own — a file validates clean exactly
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from cce_knowledge.contract.asksuite import ASK_SCHEMA_ID, AskCase, iter_suite
+from cce_knowledge.contract.chunk_policy import CHUNK_POLICY_SCHEMA_ID, policy_problems
 from cce_knowledge.contract.jsonparse import ScanError, scan_value
 from cce_knowledge.contract.manifest import (
     FEED_MANIFEST_SCHEMA_ID,
@@ -25,7 +26,7 @@ from cce_knowledge.contract.manifest import (
 from cce_knowledge.contract.ndjson import FeedLineError, iter_feed
 from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
-Kind = Literal["feed", "manifest", "suite"]
+Kind = Literal["feed", "manifest", "suite", "policy"]
 _MANIFEST_MAX_CHARS = 1 << 20
 
 
@@ -71,6 +72,8 @@ class FileReport:
             what = f"{self.count} record{'s' if self.count != 1 else ''}"
         elif self.kind == "suite":
             what = f"{self.count} case{'s' if self.count != 1 else ''}"
+        elif self.kind == "policy":
+            what = f"chunk policy of {self.count} rule{'s' if self.count != 1 else ''}"
         else:
             what = f"manifest for {self.count} record{'s' if self.count != 1 else ''}"
         return f"{self.file}: ok — {what} ({self._contract()})"
@@ -80,6 +83,7 @@ class FileReport:
             "feed": "cce.knowledge/v1",
             "suite": ASK_SCHEMA_ID,
             "manifest": FEED_MANIFEST_SCHEMA_ID,
+            "policy": CHUNK_POLICY_SCHEMA_ID,
         }[self.kind]
 
 
@@ -106,7 +110,8 @@ def _decode(raw: bytes, shown: str) -> tuple[bytes, str] | Problem:
 
 def detect_kind(name: str, text: str) -> Kind:
     """A `.manifest.json` name or a single `cce.feed-manifest/v1` object is a manifest;
-    a first line whose `schema` is `cce.knowledge.ask/v1` is a suite; else a feed."""
+    a first line whose `schema` is `cce.knowledge.ask/v1` is a suite; a single
+    `cce.chunk-policy/v1` object is a chunk policy; else a feed."""
     if name.endswith(".manifest.json"):
         return "manifest"
     for line in rs_lines(text):
@@ -127,6 +132,8 @@ def detect_kind(name: str, text: str) -> Kind:
         return "feed"
     if isinstance(whole, dict) and whole.get("schema") == FEED_MANIFEST_SCHEMA_ID:
         return "manifest"
+    if isinstance(whole, dict) and whole.get("schema") == CHUNK_POLICY_SCHEMA_ID:
+        return "policy"
     return "feed"
 
 
@@ -180,6 +187,14 @@ def _suite(report: FileReport, text: str) -> None:
         report.problems.append(Problem(report.file, None, "$", "suite has no cases"))
 
 
+def _policy(report: FileReport, text: str) -> None:
+    problems, line, policy = policy_problems(text)
+    for where, message in problems:
+        report.problems.append(Problem(report.file, line, where, message))
+    if policy is not None:
+        report.count = len(policy.rules)
+
+
 def validate_file(
     path: str | os.PathLike[str],
     *,
@@ -208,6 +223,8 @@ def validate_file(
         _feed(report, text)
     elif k == "manifest":
         _manifest(report, text)
+    elif k == "policy":
+        _policy(report, text)
     else:
         _suite(report, text)
     if manifest is not None:
