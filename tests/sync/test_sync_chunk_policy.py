@@ -46,7 +46,9 @@ def test_policy_chunked_store_pushes_and_pulls_byte_identical(
     assert b'"kind": "Discussion Map"' in produced
 
     rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(cons))
-    assert rc == 0 and out.startswith(f"verify OK (checksum-only): knowledge corpus wk@{snap}\n"), err
+    assert rc == 0 and out.startswith(f"verify OK (checksum-only): knowledge corpus wk@{snap}\n"), (
+        err
+    )
     # expand_chunk's view of the pulled store: its policy chunk, by id.
     from cce_knowledge.store.store_file import load_current
 

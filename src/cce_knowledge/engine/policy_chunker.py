@@ -31,6 +31,7 @@ whose section holds the chunk's first line, `name` that heading's breadcrumb.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from cce_knowledge.contract.chunk_policy import Policy
@@ -72,6 +73,8 @@ class PHeading:
     name: str = ""
     #: this heading's breadcrumb segment (`## Text`)
     segment: str = ""
+    #: the heading whose section holds this one
+    parent: PHeading | None = None
 
 
 @dataclass(slots=True)
@@ -182,6 +185,7 @@ def policy_headings(lines: list[str], frontmatter: tuple[int, int] | None) -> li
             stack.pop().extent = h.line - 1
         h.segment = "#" * h.level + " " + h.text
         h.name = CRUMB_SEP.join([*(s.segment for s in stack), h.segment])
+        h.parent = stack[-1] if stack else None
         stack.append(h)
     for h in stack:
         h.extent = n
@@ -223,9 +227,9 @@ def _sections(heads: list[PHeading], n: int, policy: Policy) -> list[_Unit]:
     if first > 1:
         lead = heads[0] if heads and heads[0].line < first else None
         bounds.append((1, first - 1, lead))
-    for k, h in enumerate(split):
+    for k, sh in enumerate(split):
         end = split[k + 1].line - 1 if k + 1 < len(split) else n
-        bounds.append((h.line, end, h))
+        bounds.append((sh.line, end, sh))
     units: list[_Unit] = []
     for k, (start, end, h) in enumerate(bounds):
         # A title above the split level (the record's `# title`) heads the first
@@ -245,13 +249,25 @@ def _sections(heads: list[PHeading], n: int, policy: Policy) -> list[_Unit]:
     return units
 
 
+def _inside(heads: list[PHeading], start: int, end: int) -> list[PHeading]:
+    """The headings on lines start+1 .. end (heads are sorted by line): a bisection,
+    so the whole cut stays linear in the document however many sections it has."""
+    lo = bisect_right(heads, start, key=_line)
+    hi = bisect_right(heads, end, key=_line)
+    return heads[lo:hi]
+
+
+def _line(h: PHeading) -> int:
+    return h.line
+
+
 def _carve_specials(start: int, end: int, heads: list[PHeading], policy: Policy) -> list[_Unit]:
     """A normal section with its sub-level `own-chunk` / `skip` sections carved out."""
     out: list[_Unit] = []
     at = start
-    for h in heads:
-        if h.line <= start or h.line < at or h.line > end or h.level <= policy.primary_level:
-            continue  # the section's own heading, outside, or inside a carved region
+    for h in _inside(heads, start, end):
+        if h.line < at or h.level <= policy.primary_level:
+            continue  # inside a carved region (the parent wins), or a split heading
         action = policy.action_for(h.text)
         if action not in (_OWN, _SKIP):
             continue
@@ -275,8 +291,8 @@ def _size_fallback(units: list[_Unit], heads: list[PHeading], policy: Policy) ->
             continue
         cuts = [
             h.line
-            for h in heads
-            if u.start < h.line <= u.end and policy.primary_level < h.level <= policy.fallback_level
+            for h in _inside(heads, u.start, u.end)
+            if policy.primary_level < h.level <= policy.fallback_level
         ]
         at = u.start
         for c in cuts:
@@ -323,12 +339,10 @@ def _merge_up(units: list[_Unit]) -> list[_Unit]:
 
 def _label(heads: list[PHeading], line: int) -> tuple[str, str]:
     """(kind, name) of the innermost heading whose section holds `line`."""
-    best: PHeading | None = None
-    for h in heads:
-        if h.line > line:
-            break
-        if h.extent >= line:
-            best = h
+    i = bisect_right(heads, line, key=_line)
+    best = heads[i - 1] if i else None
+    while best is not None and best.extent < line:
+        best = best.parent  # at most five steps: levels are 1-6
     if best is None:
         return PREAMBLE, PREAMBLE
     return best.text, best.name
