@@ -15,10 +15,11 @@ heading chunker (engine/markdown.py), applied to the redacted rendered document:
    before the first split heading form the first chunk.
 6. Special sections by heading text: `own-chunk` (its own chunk, never size-split),
    `skip` (dropped), `merge-up` (extends the chunk right before it; promoted to its own
-   chunk when there is none, e.g. after a skipped section). A deeper heading naming `own-chunk` or `skip` is
-   carved out of its section, unless that section is itself special (the parent wins).
-7. A normal chunk over `max_lines` lines splits once at its headings of level up to
-   `fallback_level`, never recursively.
+   chunk when there is none, e.g. after a skipped section). A deeper heading naming
+   `own-chunk` or `skip` is carved out of its section, unless that section is itself
+   special (the parent wins).
+7. A normal chunk over `max_lines` lines splits once at its headings below
+   `primary_level` down to `fallback_level`, never recursively.
 8. `skip_empty_sections` drops chunks holding nothing but headings.
 
 Every chunk is a verbatim slice of the normalised document: lines `start_line` to
