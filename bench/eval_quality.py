@@ -294,7 +294,7 @@ def run_suite(
         )
         _ = Searcher
         if pstore is not None:
-            pfi = FastIndex(Path("mem"), build_bytes(pstore), lambda: pstore)  # type: ignore[arg-type,return-value]
+            pfi = SearchIndex(Path("mem"), build_bytes(pstore), lambda: pstore)  # type: ignore[arg-type,return-value]
             rows.append(
                 (
                     "reference + policy",

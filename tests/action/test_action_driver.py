@@ -533,7 +533,7 @@ def test_index_step_passes_the_chunk_policy_input(tmp_path: Path) -> None:
     env["CCE_IN_CHUNK_POLICY"] = "policy.json"
     p = index_step()
     assert p.returncode == 0, p.stdout + p.stderr
-    from cce_knowledge.store.store_file import load_current
+    from cce_knowledge.store.snapshots import load_current
 
     kinds = [c.kind for c in load_current(tmp_path).chunks]
     assert "Discussion Map" in kinds

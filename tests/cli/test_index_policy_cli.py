@@ -11,7 +11,7 @@ import pytest
 
 from cce_knowledge.cli.main import main
 from cce_knowledge.store.ingest import index_feed
-from cce_knowledge.store.store_file import load_current
+from cce_knowledge.store.snapshots import load_current
 from tests.helpers.paths import TESTS
 
 MIXED = TESTS / "fixtures" / "feeds" / "policy_mixed.jsonl"

@@ -20,7 +20,7 @@ from cce_knowledge.store.ingest import (
     record_chunks,
     render_document,
 )
-from cce_knowledge.store.store_file import dumps, loads
+from cce_knowledge.store.snapshots import dumps, loads
 from tests.helpers.paths import TESTS
 
 CURATED = (TESTS / "vectors" / "knowledge" / "curated.jsonl").read_bytes()

@@ -50,7 +50,7 @@ def test_policy_chunked_store_pushes_and_pulls_byte_identical(
         err
     )
     # expand_chunk's view of the pulled store: its policy chunk, by id.
-    from cce_knowledge.store.store_file import load_current
+    from cce_knowledge.store.snapshots import load_current
 
     pulled = load_current(cons)
     dmap = next(c for c in pulled.chunks if c.kind == "Discussion Map")
