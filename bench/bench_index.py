@@ -2,6 +2,7 @@
 """Benchmark `cce knowledge index` (store + search index) against its floor and bm25s.
 
     python bench/bench_index.py CORPUS.jsonl [CORPUS.jsonl ...] [--jobs N] [--repeat R]
+                                [--chunk-policy FILE]
 
 For each corpus, in the same run, fresh processes are timed:
 
@@ -12,6 +13,9 @@ For each corpus, in the same run, fresh processes are timed:
   build's own time on stderr, so the store index alone is the rest;
 * **ours, reference redaction** — the same with `--redaction reference` (the
   reference's rules only), so the cost of the extended rules shows beside it;
+* **ours, chunk policy** — with `--chunk-policy FILE`: the same command with
+  `--chunk-policy FILE` (docs/chunk-policies.md), interleaved with the run without, so
+  the policy chunker's cost shows beside the reference chunker's;
 * **first search** — `cce knowledge search` in a new process right after the index
   (cold: nothing left to build);
 * **bm25s** — a process that reads the feed, tokenizes whole records (title + body,
@@ -212,13 +216,16 @@ def _pct(sorted_vals: list[float], q: float) -> float:
 # ---------------------------------------------------------------- driver
 
 
-def bench(corpus: Path, jobs: int, repeat: int) -> None:
+def bench(corpus: Path, jobs: int, repeat: int, policy: str | None = None) -> None:
     size = corpus.stat().st_size
     best: tuple[float, float, str] | None = None  # (wall, search-index seconds, stdout)
     best_floor: tuple[float, int, dict[str, object]] | None = None
     store_sha = ref_sha = ""
     ours_cpu = floor_cpu = ref_cpu = 0.0
     best_ref: float | None = None
+    best_pol: float | None = None
+    pol_cpu = 0.0
+    pol_chunks = "?"
     ours_cmd = [sys.executable, "-m", "cce_knowledge", "knowledge", "index", str(corpus)]
     search_cmd = [sys.executable, "-m", "cce_knowledge", "knowledge", "search", QUERY, "-k", "8"]
     floor_cmd = [sys.executable, __file__, "--floor-child", str(corpus)]
@@ -263,6 +270,15 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
             ref_sha = hashlib.sha256(
                 (Path(tmp) / ".cce" / "knowledge" / f"{snap}.json").read_bytes()
             ).hexdigest()
+        if policy is not None:
+            with tempfile.TemporaryDirectory(prefix="bench-index-") as tmp:
+                cmd = [*ours_cmd, "--dir", tmp, "--jobs", str(jobs), "--chunk-policy", policy]
+                wall, _, pout = run_measured(cmd, sample=False)
+                if best_pol is None or wall < best_pol:
+                    best_pol, pol_cpu = wall, LAST_CPU
+                pol_chunks = next(
+                    (ln.split(":")[1].strip() for ln in pout.splitlines() if "chunks" in ln), "?"
+                )
         _, _, fout = run_measured(floor_cmd, sample=False)
         info = json.loads(fout)
         if best_floor is None or info["wall"] < best_floor[0]:
@@ -290,6 +306,12 @@ def bench(corpus: Path, jobs: int, repeat: int) -> None:
         f"  {'  of which the search index':34}{sidx:>10.2f}{'':>10}{'':>15}{idx_size / 1e6:>10.1f}"
     )
     print(f"  {'ours --redaction reference (all)':34}{best_ref:>10.2f}{ref_cpu:>10.2f}")
+    if best_pol is not None:
+        print(
+            f"  {'ours --chunk-policy (all)':34}{best_pol:>10.2f}{pol_cpu:>10.2f}"
+            f"   ({pol_chunks} chunks; policy / none: wall {best_pol / ow:.2f}x, "
+            f"cpu {pol_cpu / max(ours_cpu, 1e-9):.2f}x)"
+        )
     print(
         f"  {'bm25s: build + save (1p)':34}{bwall:>10.2f}{'':>10}{bpeak / 1024:>15.0f}{bsize / 1e6:>10.1f}"
     )
@@ -336,9 +358,12 @@ def main() -> None:
     ap.add_argument("corpus", nargs="+", type=Path)
     ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--chunk-policy", metavar="FILE", help="also time index with this cce.chunk-policy/v1 file"
+    )
     a = ap.parse_args()
     for c in a.corpus:
-        bench(c, a.jobs, a.repeat)
+        bench(c, a.jobs, a.repeat, a.chunk_policy)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ A case is a hit@5 when any expected record is in the top 5 records; MRR uses the
 first expected record within the top 10 (0 beyond). Every ranking sees the query
 verbatim, no floor (min_score 0) so only ordering is measured.
 
+`--chunk-policy FILE` also indexes CORPUS with that cce.chunk-policy/v1 policy and
+ranks the policy-chunked store with the default and reference rankings, beside the
+same rankings on the reference chunker's store (docs/chunk-policies.md).
+
 `--split` also reports, per suite, the questions that name their record and the
 reworded ones. The rule, fixed before any held-out suite was read with hybrid
 (docs/ranking.md#hybrid): a question *names* its record when its words include at
@@ -84,6 +88,9 @@ def main() -> int:
     ap.add_argument("--hybrid-root", metavar="ROOT", help="also measure --ranking hybrid over ROOT")
     ap.add_argument("--split", action="store_true", help="named and reworded questions apart")
     ap.add_argument("--grid", action="store_true", help="sweep the fusion constants (dev only!)")
+    ap.add_argument(
+        "--chunk-policy", metavar="FILE", help="also rank a store chunked by this policy"
+    )
     a = ap.parse_args()
 
     from cce_knowledge.contract.asksuite import parse_suite
@@ -97,6 +104,11 @@ def main() -> int:
     if len(suites) > 1:
         suites.append(("combined", [c for _, cs in suites for c in cs]))
     store = ingest_feed(raw, 400)
+    pstore = None
+    if a.chunk_policy:
+        from cce_knowledge.contract.chunk_policy import load_chunk_policy
+
+        pstore = ingest_feed(raw, 400, policy=load_chunk_policy(a.chunk_policy))
     if a.split:
         titles = {c.record_id: c.title for c in store.chunks}
         split = []
@@ -108,6 +120,8 @@ def main() -> int:
                     split.append((f"{name} [{part}]", sub))
         suites = split
     print(f"corpus {a.corpus}: {store.records} records, {len(store.chunks)} chunks")
+    if pstore is not None:
+        print(f"  with --chunk-policy {a.chunk_policy}: {len(pstore.chunks)} chunks")
     for name, cs in suites:
         print(f"  {name}: {len(cs)} questions")
     hybrid = Hybrid(Path(a.hybrid_root), raw) if a.hybrid_root else None
@@ -118,7 +132,7 @@ def main() -> int:
         return 0
     for name, cases in suites:
         print(f"\n== {name}")
-        run_suite(a, raw, store, cases, hybrid)
+        run_suite(a, raw, store, cases, hybrid, pstore)
     return 0
 
 
@@ -227,10 +241,24 @@ def run_suite(
     store: object,
     cases: list[tuple[str, str, list[str]]],
     hybrid: Hybrid | None = None,
+    pstore: object = None,
 ) -> None:
     from cce_knowledge.retrieval.default import build_model, search_model
 
     rows: list[tuple[str, float, float, float]] = []
+    if pstore is not None:
+        pmodel = build_model(pstore.chunks)  # type: ignore[attr-defined]
+        rows.append(
+            (
+                "default + policy",
+                *evaluate(
+                    "default+policy",
+                    lambda q: [h.record_id for h in search_model(pmodel, q, 10, 0.0)],
+                    cases,
+                    a.misses,
+                ),
+            )
+        )
     model = build_model(store.chunks)  # type: ignore[attr-defined]
     rows.append(
         (
@@ -265,6 +293,21 @@ def run_suite(
             )
         )
         _ = Searcher
+        if pstore is not None:
+            pfi = SearchIndex(Path("mem"), build_bytes(pstore), lambda: pstore)  # type: ignore[arg-type,return-value]
+            rows.append(
+                (
+                    "reference + policy",
+                    *evaluate(
+                        "reference+policy",
+                        lambda q: [
+                            h.record_id for h in pfi.search(q, 30, 0.0, ranking="reference")
+                        ],
+                        cases,
+                        a.misses,
+                    ),
+                )
+            )
 
     if a.skip_bm25s:
         _print_rows(rows)

@@ -616,6 +616,25 @@ def test_index_alone_embeds_against_the_semantic_inputs(h: Harness) -> None:
     assert (h.out / "vectors.txt").read_text().split()[0].startswith(f"{snap}-")
 
 
+def test_index_alone_applies_the_chunk_policy_input(h: Harness) -> None:
+    """`chunk-policy` reaches `cce knowledge index --chunk-policy`: the record the
+    policy selects is cut by it (one chunk more than the reference chunker gives)."""
+    from cce_knowledge.contract.chunk_policy import load_chunk_policy
+    from cce_knowledge.store.ingest import index_feed
+
+    raw = (ACT_DIR / "fixtures" / "feed-v1.jsonl").read_bytes()
+    policy = load_chunk_policy(ACT_DIR / "fixtures" / "chunk-policy.json")
+    want = index_feed(raw, policy=policy)[0].chunks
+    assert want == index_feed(raw)[0].chunks + 1
+    h.make_repo([ACT_DIR / "workflows" / "index-only.yml"])
+    run = h.act(
+        "index-only.yml",
+        {"feed": "../fixtures/feed-v1.jsonl", "chunk-policy": "../fixtures/chunk-policy.json"},
+    )
+    assert run.rc == 0, run.log[-6000:]
+    assert run.outputs["chunks"] == str(want), run.outputs
+
+
 def test_index_failure_annotation_gives_the_argparse_reason(h: Harness) -> None:
     h.make_repo([ACT_DIR / "workflows" / "index-only.yml"])
     run = h.act("index-only.yml", {"feed": "", "extract": "docs ./handbook"})

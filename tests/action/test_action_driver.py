@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -570,3 +571,46 @@ def test_extract_lockdown_counts_reach_the_job_summary(tmp_path: Path) -> None:
     assert "acme/widgets is public: --authors collaborators" in summary
     hubot = sum(1 for it in tracker.items.values() if it.user == "hubot")
     assert f"left out {hubot} item(s) and " in summary
+
+
+def test_index_step_passes_the_chunk_policy_input(tmp_path: Path) -> None:
+    """`chunk-policy` reaches `cce knowledge index --chunk-policy`; a bad policy fails
+    the step with the file and JSON path, before a store exists."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    shutil.copy(fixtures / "feeds" / "policy_mixed.jsonl", tmp_path / "feed.jsonl")
+    shutil.copy(fixtures / "chunk_policies" / "discussions.json", tmp_path / "policy.json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCE_IN_", "GITHUB_"))}
+    env |= {
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "CCE_IN_FEED": "feed.jsonl",
+        "CCE_IN_CHUNK_POLICY": "policy.json",
+    }
+
+    def index_step() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cce_knowledge", "action", "index"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    bad = json.loads((tmp_path / "policy.json").read_text())
+    bad["rules"][0]["policy"]["primary_level"] = 3
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    env["CCE_IN_CHUNK_POLICY"] = "bad.json"
+    p = index_step()
+    assert p.returncode == 1
+    assert "invalid chunk policy bad.json: $.rules[0].policy.fallback_level" in p.stdout
+    assert not (tmp_path / ".cce" / "knowledge").exists()
+
+    env["CCE_IN_CHUNK_POLICY"] = "policy.json"
+    p = index_step()
+    assert p.returncode == 0, p.stdout + p.stderr
+    from cce_knowledge.store.snapshots import load_current
+
+    kinds = [c.kind for c in load_current(tmp_path).chunks]
+    assert "Discussion Map" in kinds

@@ -34,6 +34,7 @@ ALL_WORKFLOWS = [
 EXPECTED_INPUTS = {
     "feed",
     "manifest",
+    "chunk-policy",
     "extract",
     "corpus",
     "remote",

@@ -477,6 +477,8 @@ class Driver:
         args = ["knowledge", "index", feed, "--dir", self.root]
         if manifest:
             args += ["--manifest", manifest]
+        if self.inp("chunk-policy"):
+            args += ["--chunk-policy", self.inp("chunk-policy")]
         proc = self.cce("index", args)
         if proc.returncode != 0:
             raise StepFailed(f"index failed: {err_text(proc)}")

@@ -6,6 +6,7 @@ the driver and the tests that hold the action.yml files to it. Stdlib-free."""
 INPUTS = (
     "feed",
     "manifest",
+    "chunk-policy",
     "extract",
     "corpus",
     "remote",
@@ -41,6 +42,7 @@ STEP_INPUTS: dict[str, tuple[str, ...]] = {
     "index": (
         "feed",
         "manifest",
+        "chunk-policy",
         "extract",
         "source-token",
         "allow-empty",

@@ -28,6 +28,7 @@ def _handle_run(args: argparse.Namespace) -> int:
 _HELP = {
     "feed": "cce.knowledge/v1 feed path (required unless --extract)",
     "manifest": "cce.feed-manifest/v1 sidecar; index refuses a feed that does not match",
+    "chunk-policy": "cce.chunk-policy/v1 file for index --chunk-policy (docs/chunk-policies.md)",
     "extract": "adapter and its arguments, e.g. 'github --repo acme/app'",
     "corpus": "corpus id (default: knowledge.sync.corpus_id)",
     "remote": "cache git URL (default: knowledge.sync.remote / sync.remote)",

@@ -21,8 +21,8 @@ from cce_knowledge.core.rustcompat import io_error_text
 
 VALIDATE_DESCRIPTION = """\
 Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests,
-cce.knowledge.ask/v1 suites and a project's .cce/config, reporting every bad line
-(not just the first):
+cce.knowledge.ask/v1 suites, cce.chunk-policy/v1 chunk policies and a project's
+.cce/config, reporting every bad line (not just the first):
 
   FILE:LINE: $.path: message (column C)
 
@@ -31,8 +31,9 @@ a file that validates clean is one they accept. A .cce/config is checked against
 schemas/cce.config.schema.json, and each unknown key is named with the closest
 known one. The kind is detected: a path ending in .cce/config is a config; a name
 ending in .manifest.json or a single cce.feed-manifest/v1 object is a manifest; a
-first line whose "schema" is cce.knowledge.ask/v1 is a suite; anything else is a
-feed.
+first line whose "schema" is cce.knowledge.ask/v1 is a suite; a single
+cce.chunk-policy/v1 object is a chunk policy (index --chunk-policy); anything else
+is a feed.
 Relative paths are resolved against --dir; FILE `-` reads standard input.
 
 A feed record carrying hidden text (HTML comments outside code, Unicode tag
@@ -64,7 +65,7 @@ exit status: 0 written, 1 refused or failed, 2 usage error"""
 def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(
         "validate",
-        help="check feeds, manifests, ask suites and .cce/config; report every bad line",
+        help="check feeds, manifests, ask suites, chunk policies and .cce/config; report every bad line",
         description=VALIDATE_DESCRIPTION,
         formatter_class=formatter_class,
     )
@@ -72,7 +73,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "files",
         nargs="+",
         metavar="FILE",
-        help="feed, manifest, suite or .cce/config files (- for stdin)",
+        help="feed, manifest, suite, policy or .cce/config files (- for stdin)",
     )
     p.add_argument(
         "--format",
@@ -83,7 +84,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     add_json(p, "JSON (the same as --format json)")
     p.add_argument(
         "--kind",
-        choices=("auto", "feed", "manifest", "suite", "config"),
+        choices=("auto", "feed", "manifest", "suite", "policy", "config"),
         default="auto",
         help="what the files are (default: detect)",
     )

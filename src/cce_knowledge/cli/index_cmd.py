@@ -1,4 +1,4 @@
-"""`cce knowledge index FEED [--dir ROOT] [--manifest PATH] [--jobs N]`.
+"""`cce knowledge index FEED [--dir ROOT] [--manifest PATH] [--chunk-policy FILE] [--jobs N]`.
 
 Light at import: the handler imports the engine (tree-sitter) only when it runs.
 
@@ -9,11 +9,15 @@ other command load only what they use (GitPython, the MCP SDK, tree-sitter, nump
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
 from cce_knowledge.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from cce_knowledge.contract.chunk_policy import ChunkPolicy
 
 DESCRIPTION = """\
 Index a cce.knowledge/v1 NDJSON feed into the local knowledge store.
@@ -32,6 +36,15 @@ removing hidden text: HTML comments outside code, Unicode tag characters, bidi
 controls and zero-width characters (docs/security.md#prompt-injection); `reference`
 applies the reference's rules exactly and keeps hidden text. A feed the extra rules
 and the hidden-text pass find nothing in gives identical bytes either way.
+
+A chunk policy (--chunk-policy FILE, else knowledge.chunk_policy in .cce/config, a
+path relative to ROOT) is a cce.chunk-policy/v1 file of rules: the records a rule
+selects (by source, group, label or an id glob; the first matching rule wins) are
+cut by its policy: a whole-file gate, splits at one heading level with a single
+size fallback, own-chunk / skip / merge-up sections by heading text. Every other
+record goes through the reference chunker byte for byte, so a policy that selects
+nothing changes nothing. A bad policy is a usage error (exit 2) naming the file and
+the JSON path, before anything is read or written (docs/chunk-policies.md).
 
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
@@ -73,6 +86,12 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "knowledge.redaction in .cce/config",
     )
     p.add_argument(
+        "--chunk-policy",
+        metavar="FILE",
+        help="chunk the records its rules select by a cce.chunk-policy/v1 policy; "
+        "default: knowledge.chunk_policy in .cce/config (relative to --dir)",
+    )
+    p.add_argument(
         "--max-record-bytes",
         type=int,
         metavar="N",
@@ -99,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from cce_knowledge.retrieval.search_index import build_step
 
     settings = load_settings(args.dir)
+    policy = _chunk_policy(args.chunk_policy, args.dir, settings.knowledge.chunk_policy)
     out = index_to_root(
         args.feed,
         root=args.dir,
@@ -108,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         redaction=args.redaction,
         max_record_bytes=args.max_record_bytes,
         after_save=lambda snap: build_step(args.dir, snap),
+        chunk_policy=policy,
     )
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:
@@ -115,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     lines += [
         f"  records   : {out.records}",
         f"  chunks    : {out.chunks}",
+        *([f"  policy    : {policy.origin}"] if policy is not None else []),
         f"  snapshot  : {out.snapshot}",
         f"  store     : {out.store_display}",
     ]
@@ -132,3 +154,16 @@ def run(args: argparse.Namespace) -> int:
 
     embed_step(args.dir, settings)
     return 0
+
+
+def _chunk_policy(given: str | None, root: str, configured: str | None) -> ChunkPolicy | None:
+    """The policy of `--chunk-policy` (as given), else of `knowledge.chunk_policy`
+    (relative to the project root), loaded and checked before the feed is read."""
+    from cce_knowledge.contract.chunk_policy import load_chunk_policy
+
+    if given:
+        return load_chunk_policy(given)
+    if configured:
+        path = configured if os.path.isabs(configured) else os.path.join(root, configured)
+        return load_chunk_policy(path, shown=path)
+    return None

@@ -155,6 +155,11 @@ class KnowledgeSettings:
     Unicode tag, bidi and zero-width characters), then the reference's rules plus the
     shapes of a maintained secret-scanning rule set; `reference`: the reference engine's
     rules exactly, hidden text kept (byte-exact stores)."""
+    chunk_policy: str | None = None
+    """Ours: a `cce.chunk-policy/v1` file (relative to the project root) that
+    `cce knowledge index` applies when `--chunk-policy` is not given: the records its
+    rules select are chunked by their policy, the others by the reference chunker
+    (docs/chunk-policies.md)."""
     semantic: SemanticSettings | None = None
     """Ours: the embedding provider of semantic retrieval (`cce knowledge embed`, the
     `hybrid` ranking); unset (and no CCE_EMBED_* variable) means off."""
@@ -212,7 +217,7 @@ class Settings:
 #: Our own blocks under `knowledge:`, validated strictly by pydantic: name -> the type
 #: of its `KnowledgeSettings` field (a dataclass, or e.g. a Literal for a scalar).
 #: Adding a block: a field on KnowledgeSettings (default: off) and a line here.
-EXTENSION_BLOCKS: dict[str, Any] = {"redaction": Redaction}
+EXTENSION_BLOCKS: dict[str, Any] = {"redaction": Redaction, "chunk_policy": str}
 
 # ------------------------------------------------------------------ reading
 

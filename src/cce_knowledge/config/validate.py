@@ -31,6 +31,11 @@ def validate_value(value: Any, form: Any, where: str) -> Any:
         shown = [repr(c) for c in choices]
         expected = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
         raise ConfigError(f"{where}: Input should be {expected}")
+    if form is str:
+        # By hand too (`knowledge.chunk_policy`, a path read by every command).
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: Input should be a valid string")
     # pydantic costs ~80 ms to import: paid only when one of our other blocks is present.
     from pydantic import ConfigDict, TypeAdapter, ValidationError
 

@@ -24,6 +24,7 @@ SCHEMA_FILES: dict[str, str] = {
     "cce.knowledge.synced/v1": "cce.knowledge.synced.v1.schema.json",
     "cce.knowledge.ask.report/v1": "cce.knowledge.ask.report.v1.schema.json",
     "cce.synclist/v1": "cce.synclist.v1.schema.json",
+    "cce.chunk-policy/v1": "cce.chunk-policy.v1.schema.json",
     # `.cce/config` (YAML, not versioned): generated from config/settings.py.
     "cce.config": "cce.config.schema.json",
 }

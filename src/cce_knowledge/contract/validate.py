@@ -1,4 +1,4 @@
-"""Validate feeds, manifests and ask suites, reporting *every* bad line.
+"""Validate feeds, manifests, ask suites and chunk policies, reporting *every* bad line.
 
 `index` stops at the first bad line (no partial store); an adapter author wants the
 whole list at once. The rules are the parsers' own — a file validates clean exactly
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from cce_knowledge.contract.asksuite import ASK_SCHEMA_ID, AskCase, iter_suite
+from cce_knowledge.contract.chunk_policy import CHUNK_POLICY_SCHEMA_ID, policy_problems
 from cce_knowledge.contract.jsonparse import ScanError, scan_value
 from cce_knowledge.contract.manifest import (
     FEED_MANIFEST_SCHEMA_ID,
@@ -28,7 +29,7 @@ from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.hidden_text import scan
 from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
-Kind = Literal["feed", "manifest", "suite", "config"]
+Kind = Literal["feed", "manifest", "suite", "policy", "config"]
 _MANIFEST_MAX_CHARS = 1 << 20
 
 
@@ -78,6 +79,8 @@ class FileReport:
             what = f"{self.count} case{'s' if self.count != 1 else ''}"
         elif self.kind == "config":
             what = "project settings"
+        elif self.kind == "policy":
+            what = f"chunk policy of {self.count} rule{'s' if self.count != 1 else ''}"
         else:
             what = f"manifest for {self.count} record{'s' if self.count != 1 else ''}"
         return f"{self.file}: ok — {what} ({self._contract()})"
@@ -88,6 +91,7 @@ class FileReport:
             "suite": ASK_SCHEMA_ID,
             "manifest": FEED_MANIFEST_SCHEMA_ID,
             "config": "cce.config",
+            "policy": CHUNK_POLICY_SCHEMA_ID,
         }[self.kind]
 
 
@@ -121,7 +125,8 @@ def is_config_name(name: str) -> bool:
 def detect_kind(name: str, text: str) -> Kind:
     """A `.cce/config` path is a config; a `.manifest.json` name or a single
     `cce.feed-manifest/v1` object is a manifest; a first line whose `schema` is
-    `cce.knowledge.ask/v1` is a suite; else a feed."""
+    `cce.knowledge.ask/v1` is a suite; a single `cce.chunk-policy/v1` object is a chunk
+    policy; else a feed."""
     if is_config_name(name):
         return "config"
     if name.endswith(".manifest.json"):
@@ -144,6 +149,8 @@ def detect_kind(name: str, text: str) -> Kind:
         return "feed"
     if isinstance(whole, dict) and whole.get("schema") == FEED_MANIFEST_SCHEMA_ID:
         return "manifest"
+    if isinstance(whole, dict) and whole.get("schema") == CHUNK_POLICY_SCHEMA_ID:
+        return "policy"
     return "feed"
 
 
@@ -223,6 +230,14 @@ def _suite(report: FileReport, text: str) -> None:
         report.problems.append(Problem(report.file, None, "$", "suite has no cases"))
 
 
+def _policy(report: FileReport, text: str) -> None:
+    problems, line, policy = policy_problems(text)
+    for where, message in problems:
+        report.problems.append(Problem(report.file, line, where, message))
+    if policy is not None:
+        report.count = len(policy.rules)
+
+
 ConfigCheck = Callable[[str, bytes], list[tuple[int | None, str, str]]]
 
 
@@ -261,6 +276,8 @@ def validate_file(
         _feed(report, text)
     elif k == "manifest":
         _manifest(report, text)
+    elif k == "policy":
+        _policy(report, text)
     else:
         _suite(report, text)
     if manifest is not None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
+from cce_knowledge.contract.chunk_policy import ChunkPolicy
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
 from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
@@ -32,6 +33,7 @@ from cce_knowledge.core.jsonout import json_str
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
+from cce_knowledge.engine.policy_chunker import chunk_markdown_policy
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, Redaction, redactor_for
 from cce_knowledge.extract.feed import sanitize_record
 from cce_knowledge.store.snapshots import (
@@ -96,8 +98,17 @@ def _facets(rec: KnowledgeRecord, mode: Redaction) -> dict[str, Any]:
     }
 
 
-def _sections(rec: KnowledgeRecord, budget: int, mode: Redaction) -> list[MdChunk]:
-    return chunk_markdown(rec.id, redactor_for(mode)(render_document(rec)), budget)
+def _sections(
+    rec: KnowledgeRecord, budget: int, mode: Redaction, policy: ChunkPolicy | None = None
+) -> list[MdChunk]:
+    """Render, redact, chunk: by the reference chunker, unless a chunk policy's rule
+    selects the record (then by its policy, on the same redacted document)."""
+    doc = redactor_for(mode)(render_document(rec))
+    if policy is not None:
+        chosen = policy.policy_for(rec.source, rec.group, rec.labels, rec.id)
+        if chosen is not None:
+            return chunk_markdown_policy(rec.id, doc, chosen)
+    return chunk_markdown(rec.id, doc, budget)
 
 
 def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> KnowledgeChunk:
@@ -136,11 +147,14 @@ def without_hidden(rec: KnowledgeRecord, redaction: Redaction) -> KnowledgeRecor
 
 
 def record_chunks(
-    rec: KnowledgeRecord, budget: int, redaction: Redaction = DEFAULT_REDACTION
+    rec: KnowledgeRecord,
+    budget: int,
+    redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> list[KnowledgeChunk]:
     """The store chunks of one record, in chunker order."""
     rec = without_hidden(rec, redaction)
-    md = _sections(rec, budget, redaction)
+    md = _sections(rec, budget, redaction, policy)
     if not md:
         return []
     facets = _facets(rec, redaction)
@@ -152,11 +166,12 @@ def record_chunk_texts(
     budget: int,
     cache: dict[bytes, str],
     redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> list[str]:
     """`chunk_json` of each chunk of one record. `cache` maps section bytes to their
     embedding text: identical sections (templates, boilerplate) embed and format once."""
     rec = without_hidden(rec, redaction)
-    md = _sections(rec, budget, redaction)
+    md = _sections(rec, budget, redaction, policy)
     if not md:
         return []
     facets = _facets(rec, redaction)
@@ -195,20 +210,24 @@ def ingest_records(
     snapshot: str,
     budget: int = DEFAULT_BUDGET,
     redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> KnowledgeStore:
     chunks: list[KnowledgeChunk] = []
     for rec in records:
-        chunks.extend(record_chunks(rec, budget, redaction))
+        chunks.extend(record_chunks(rec, budget, redaction, policy))
     return KnowledgeStore(snapshot=snapshot, records=len(records), chunks=chunks)
 
 
 def ingest_feed(
-    raw: bytes, budget: int = DEFAULT_BUDGET, redaction: Redaction = DEFAULT_REDACTION
+    raw: bytes,
+    budget: int = DEFAULT_BUDGET,
+    redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> KnowledgeStore:
     """Parse and ingest a whole `cce.knowledge/v1` feed into a store model."""
     if budget == 0:
         budget = DEFAULT_BUDGET
-    return ingest_records(parse_records(raw), snapshot_id(raw), budget, redaction)
+    return ingest_records(parse_records(raw), snapshot_id(raw), budget, redaction, policy)
 
 
 # ---------------------------------------------------------------- fast path
@@ -229,14 +248,16 @@ class IndexResult:
 _LINE_PREFIX = re.compile(r"^line (\d+):")
 
 
-def _render_segment(args: tuple[bytes, int, int, Redaction]) -> tuple[str, int, int, bytes]:
+def _render_segment(
+    args: tuple[bytes, int, int, Redaction, ChunkPolicy | None],
+) -> tuple[str, int, int, bytes]:
     """Parse and render one line-aligned slice of the feed.
 
     Returns `(status, records, chunks, payload)`: status "ok" with the chunk objects
     joined by `,\n` as UTF-8, "utf8" for undecodable bytes, or "parse" with the
     error message (line numbers shifted to the whole feed) as payload.
     """
-    seg, first_line, budget, redaction = args
+    seg, first_line, budget, redaction, policy = args
     try:
         text = seg.decode("utf-8")
     except UnicodeDecodeError:
@@ -250,7 +271,7 @@ def _render_segment(args: tuple[bytes, int, int, Redaction]) -> tuple[str, int, 
         return "parse", 0, 0, msg.encode("utf-8")
     texts: list[str] = []
     for rec in records:
-        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE, redaction))
+        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE, redaction, policy))
     return "ok", len(records), len(texts), ",\n".join(texts).encode("utf-8")
 
 
@@ -279,9 +300,10 @@ def render_feed(
     budget: int = DEFAULT_BUDGET,
     workers: int = 1,
     redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> tuple[IndexResult, bytes]:
     """Parse, ingest and render a feed straight to store bytes (see `render_feed_parts`)."""
-    result, parts = render_feed_parts(raw, budget, workers, redaction)
+    result, parts = render_feed_parts(raw, budget, workers, redaction, policy)
     return result, b"".join(parts)
 
 
@@ -291,14 +313,18 @@ _Result = tuple[str, int, int, bytes]
 _SHARED_RAW: bytes | None = None
 
 
-def _render_shared(args: tuple[int, int, int, int, Redaction]) -> _Result:
-    start, end, first_line, budget, redaction = args
+def _render_shared(args: tuple[int, int, int, int, Redaction, ChunkPolicy | None]) -> _Result:
+    start, end, first_line, budget, redaction, policy = args
     assert _SHARED_RAW is not None
-    return _render_segment((_SHARED_RAW[start:end], first_line, budget, redaction))
+    return _render_segment((_SHARED_RAW[start:end], first_line, budget, redaction, policy))
 
 
 def iter_rendered(
-    raw: bytes, budget: int, workers: int, redaction: Redaction = DEFAULT_REDACTION
+    raw: bytes,
+    budget: int,
+    workers: int,
+    redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> Iterator[_Result]:
     """`_render_segment` results for line-aligned slices of `raw`, in feed order.
 
@@ -311,7 +337,7 @@ def iter_rendered(
         # Slices bound the transient text of one render to a few MB.
         segs = _segments(raw, _MAX_SEGMENT) or [(0, 0, 1)]
         for a, b, ln in segs:
-            yield _render_segment((raw[a:b], ln, budget, redaction))
+            yield _render_segment((raw[a:b], ln, budget, redaction, policy))
         return
     target = max(_MIN_SEGMENT, min(_MAX_SEGMENT, len(raw) // (workers * 8)))
     segs = _segments(raw, target)
@@ -321,12 +347,14 @@ def iter_rendered(
             _SHARED_RAW = raw
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
                 yield from pool.map(
-                    _render_shared, [(a, b, ln, budget, redaction) for a, b, ln in segs]
+                    _render_shared,
+                    [(a, b, ln, budget, redaction, policy) for a, b, ln in segs],
                 )
         else:  # pragma: no cover - platforms without fork pickle each slice
             with ProcessPoolExecutor(workers) as pool:
                 yield from pool.map(
-                    _render_segment, ((raw[a:b], ln, budget, redaction) for a, b, ln in segs)
+                    _render_segment,
+                    ((raw[a:b], ln, budget, redaction, policy) for a, b, ln in segs),
                 )
     except BrokenProcessPool as e:
         raise CceError(f"an index worker process died: {e}") from e
@@ -384,6 +412,7 @@ def render_feed_parts(
     budget: int = DEFAULT_BUDGET,
     workers: int = 1,
     redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> tuple[IndexResult, list[bytes]]:
     """Parse, ingest and render a feed to store-file parts (concatenate to get the file).
 
@@ -394,7 +423,7 @@ def render_feed_parts(
         budget = DEFAULT_BUDGET
     body: list[bytes] = []
     col = _Collector(body.append)
-    for r in iter_rendered(raw, budget, workers, redaction):
+    for r in iter_rendered(raw, budget, workers, redaction, policy):
         col.add(r)
     col.check()
     snapshot = snapshot_id(raw)
@@ -409,9 +438,10 @@ def index_feed(
     budget: int = DEFAULT_BUDGET,
     workers: int = 1,
     redaction: Redaction = DEFAULT_REDACTION,
+    policy: ChunkPolicy | None = None,
 ) -> tuple[IndexResult, bytes]:
     """Alias of `render_feed` (the store-bytes fast path)."""
-    return render_feed(raw, budget, workers, redaction)
+    return render_feed(raw, budget, workers, redaction, policy)
 
 
 _PARALLEL_MIN_BYTES = 256 * 1024
@@ -467,6 +497,7 @@ def index_to_root(
     redaction: Redaction | None = None,
     max_record_bytes: int | None = None,
     after_save: Callable[[str], SearchBuild] | None = None,
+    chunk_policy: ChunkPolicy | None = None,
 ) -> IndexResult:
     """`cce knowledge index`: checks in the reference order, then one atomic save.
 
@@ -474,6 +505,9 @@ def index_to_root(
 
     A record (feed line) longer than `max_record_bytes` (default MAX_RECORD_BYTES) is
     refused up front, naming its line: indexing one costs ~36 bytes of memory per byte.
+
+    `chunk_policy` (already loaded and checked, docs/chunk-policies.md) chunks the
+    records its rules select; the others go through the reference chunker.
 
     Nothing is written before the save; the save writes the snapshot, then `current`,
     then prunes older snapshots, under the knowledge directory's writer lock.
@@ -501,7 +535,8 @@ def index_to_root(
         lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
         try:
             with progress.task("index", total=lines, unit="records") as bar:
-                for r in iter_rendered(raw, budget, jobs or default_workers(), redaction):
+                workers = jobs or default_workers()
+                for r in iter_rendered(raw, budget, workers, redaction, chunk_policy):
                     col.add(r)
                     bar.advance(r[1])
                 bar.set_total(col.records)
