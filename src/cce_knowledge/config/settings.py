@@ -18,6 +18,7 @@ and generates the published JSON Schema from these same classes (config/schema.p
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import urllib.parse
@@ -44,6 +45,7 @@ from cce_knowledge.config.reader import (
 )
 from cce_knowledge.config.validate import validate_value
 from cce_knowledge.core.errors import ConfigError
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.core.urls import display_url
 
 if TYPE_CHECKING:
@@ -57,6 +59,9 @@ Source = Literal["code", "knowledge", "both"]
 SemanticProvider = Literal["ollama", "openai"]
 
 DEFAULT_SECTION_TOKENS = 400
+#: Seconds one embedding request may take in all (connect, headers, body).
+DEFAULT_SEMANTIC_TIMEOUT = 120.0
+MAX_SEMANTIC_TIMEOUT = 86_400.0
 DEFAULT_KNOWLEDGE_MIN_SCORE = 0.30
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 #: Environment overrides of `knowledge.semantic` (the Action and CI jobs set these).
@@ -113,6 +118,10 @@ class SemanticSettings:
     model: str = ""
     """The embedding model (e.g. `nomic-embed-text`); required, here or in
     CCE_EMBED_MODEL, which overrides it."""
+    timeout: float = DEFAULT_SEMANTIC_TIMEOUT
+    """Seconds one request to the provider may take in all, from connecting to the
+    last byte of the answer (a slow drip does not extend it); more than 0, at most
+    86400. A request past it counts as the provider being unreachable."""
 
 
 @dataclass(frozen=True)
@@ -352,15 +361,18 @@ def _semantic(
         blk = block(doc, "knowledge")
         sem = mapping(blk.get("semantic")) if blk else None
         for key, node in (sem or {}).items():
-            if key not in SEMANTIC_ENV:
+            if key not in SEMANTIC_ENV and key != "timeout":
                 # By hand, not validate_value: pydantic's import would cost every
                 # search ~80 ms once semantic retrieval is configured.
-                raise ConfigError(f"{where}.{key}: unknown key (expected provider, url, model)")
+                raise ConfigError(
+                    f"{where}.{key}: unknown key (expected provider, url, model, timeout)"
+                )
             value = as_opt_str(node)
             if value is not None:
                 raw[key] = value
     except WrongType as e:
         raise ConfigError(f"{where}: {e}") from None
+    timeout = _semantic_timeout(raw.pop("timeout", None), where)
     for key, var in SEMANTIC_ENV.items():
         if env.get(var):
             raw[key] = env[var]
@@ -383,7 +395,24 @@ def _semantic(
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("http", "https"):
         raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
-    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model)  # type: ignore[arg-type]  # checked above
+    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model, timeout=timeout)  # type: ignore[arg-type]  # checked above
+
+
+def _semantic_timeout(text: str | None, where: str) -> float:
+    """`knowledge.semantic.timeout`: seconds, more than 0 and at most a day."""
+    t = (text or "").strip()
+    if not t:
+        return DEFAULT_SEMANTIC_TIMEOUT
+    try:
+        value = float(t) if len(t) <= 40 else math.nan  # a 5,000-digit value is no timeout
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_SEMANTIC_TIMEOUT:  # also refuses NaN
+        raise ConfigError(
+            f"{where}.timeout: {shown(t[:40])!r} is not a number of seconds "
+            f"(more than 0, at most {MAX_SEMANTIC_TIMEOUT:g})"
+        )
+    return value
 
 
 def _ollama_url(env: Mapping[str, str]) -> str:
