@@ -30,7 +30,7 @@ from tests.helpers.embed_server import EmbedServer, embed_server
 from .conftest import FEED, write_config
 
 DEEP = b"[" * 200_000
-HUGE_INT = b'{"embeddings":[[1' + b"0" * 400 + b',0.5]]}'
+HUGE_INT = b'{"embeddings":[[1' + b"0" * 400 + b",0.5]]}"
 HUGE_INT_OPENAI = b'{"data":[{"index":0,"embedding":[1' + b"0" * 400 + b",0.5]}]}"
 BIG_SQUARES = b'{"embeddings":[[1e200,1e200]]}'  # each finite, the norm is not
 

@@ -354,24 +354,7 @@ def _semantic(
     scalar is read as its text (a model name may look like a number)."""
     env = os.environ if env is None else env
     where = f"{path}: knowledge.semantic"
-    raw: dict[str, str] = {}
-    try:
-        if problem is not None:
-            raise ConfigError(f"{path}: not valid YAML ({problem})")
-        blk = block(doc, "knowledge")
-        sem = mapping(blk.get("semantic")) if blk else None
-        for key, node in (sem or {}).items():
-            if key not in SEMANTIC_ENV and key != "timeout":
-                # By hand, not validate_value: pydantic's import would cost every
-                # search ~80 ms once semantic retrieval is configured.
-                raise ConfigError(
-                    f"{where}.{key}: unknown key (expected provider, url, model, timeout)"
-                )
-            value = as_opt_str(node)
-            if value is not None:
-                raw[key] = value
-    except WrongType as e:
-        raise ConfigError(f"{where}: {e}") from None
+    raw = _semantic_keys(doc, path, problem, where)
     timeout = _semantic_timeout(raw.pop("timeout", None), where)
     for key, var in SEMANTIC_ENV.items():
         if env.get(var):
@@ -396,6 +379,31 @@ def _semantic(
     if scheme not in ("http", "https"):
         raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
     return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model, timeout=timeout)  # type: ignore[arg-type]  # checked above
+
+
+def _semantic_keys(
+    doc: yaml.Node | None, path: Path, problem: Exception | None, where: str
+) -> dict[str, str]:
+    """The text of each key of the `knowledge.semantic` block (only known keys)."""
+    raw: dict[str, str] = {}
+    try:
+        if problem is not None:
+            raise ConfigError(f"{path}: not valid YAML ({problem})")
+        blk = block(doc, "knowledge")
+        sem = mapping(blk.get("semantic")) if blk else None
+        for key, node in (sem or {}).items():
+            if key not in SEMANTIC_ENV and key != "timeout":
+                # By hand, not validate_value: pydantic's import would cost every
+                # search ~80 ms once semantic retrieval is configured.
+                raise ConfigError(
+                    f"{where}.{key}: unknown key (expected provider, url, model, timeout)"
+                )
+            value = as_opt_str(node)
+            if value is not None:
+                raw[key] = value
+    except WrongType as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return raw
 
 
 def _semantic_timeout(text: str | None, where: str) -> float:

@@ -274,7 +274,7 @@ class _Call:
             self.provider._exchange(self.client, self.body, self)
         except ProviderError as e:
             self.error = e
-        except Exception as e:  # noqa: BLE001 - a worker must hand every failure back
+        except Exception as e:
             self.error = ProviderError(
                 f"{self.provider.display}: {self.provider._scrub(type(e).__name__)}"
             )

@@ -22,9 +22,9 @@ import json
 import mmap
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cce_knowledge.core.errors import StoreError
@@ -224,9 +224,7 @@ class CheckedCopy:
         head = self._read(hlen)
         meta, checksum = parse_header(head, self.where)
         if meta.count != self.count:
-            raise StoreError(
-                f"{self.where}: {meta.count} rows for a store of {self.count} chunks"
-            )
+            raise StoreError(f"{self.where}: {meta.count} rows for a store of {self.count} chunks")
         if meta.layout != self.layout:
             raise StoreError(
                 f"{self.where}: rows follow search index layout {meta.layout[:16]!r}, "
@@ -243,7 +241,10 @@ class CheckedCopy:
         keys = self._read(meta.count * KEY_BYTES)
         digest = hashlib.sha256(keys)
         yield keys
-        present = np.frombuffer(keys, dtype=np.uint8).reshape(meta.count, KEY_BYTES).any(axis=1)
+        present = np.asarray(
+            np.frombuffer(keys, dtype=np.uint8).reshape(meta.count, KEY_BYTES).any(axis=1),
+            dtype=bool,
+        )
         self.present = int(present.sum())
         step = max(1, (4 << 20) // (4 * meta.dim))
         for start in range(0, meta.count, step):
@@ -267,8 +268,10 @@ class CheckedCopy:
         ok = np.where(present, np.abs(norms - 1.0) <= UNIT_TOLERANCE, norms == 0.0)
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
-            what = "a vector that is not finite and of unit length" if present[i] else (
-                "values but no key"
+            what = (
+                "a vector that is not finite and of unit length"
+                if present[i]
+                else ("values but no key")
             )
             raise StoreError(f"{self.where}: row {start + i + 1} has {what}")
 
