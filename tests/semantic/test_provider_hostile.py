@@ -147,13 +147,13 @@ def test_unknown_coding_is_refused() -> None:
 
 
 def test_a_dripping_answer_ends_at_the_total_deadline() -> None:
-    # 26 bytes, one every 0.2 s: no read ever waits 1 s, the whole answer takes 5 s.
-    with embed_server(body=b'{"embeddings":[[0.6,0.8]]}', drip=0.2) as s:
+    # 26 bytes, one every 0.5 s: no read ever waits 1 s, the whole answer takes 13 s.
+    with embed_server(body=b'{"embeddings":[[0.6,0.8]]}', drip=0.5) as s:
         p = _p(s.url, timeout=1.0)
         t0 = time.monotonic()
         with pytest.raises(ProviderUnreachable, match="within 1 s"):
             p.embed(["x"])
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < 5.0  # 1 s, with room for a loaded machine
         # The provider stays usable: the next request gets a fresh connection.
         s.drip = None
         assert p.embed(["x"]) == [[0.6, 0.8]]
@@ -161,7 +161,8 @@ def test_a_dripping_answer_ends_at_the_total_deadline() -> None:
 
 def test_timeout_from_config_bounds_index(tmp_path: Path) -> None:
     root = tmp_path / "r"
-    with embed_server(body=b'{"embeddings":[[0.6,0.8]]}', drip=0.5) as s:
+    # 52 s per answer: one request, cut at 1 s, then unreachable stops the run.
+    with embed_server(body=b'{"embeddings":[[0.6,0.8]]}', drip=2.0) as s:
         write_config(root, "ollama", s.url)
         cfg = root / ".cce" / "config"
         cfg.write_text(cfg.read_text() + "    timeout: 1\n")
@@ -170,7 +171,7 @@ def test_timeout_from_config_bounds_index(tmp_path: Path) -> None:
         took = time.monotonic() - t0
     assert got.returncode == 0, got.stderr
     assert "no complete answer within 1 s" in got.stderr
-    assert took < 8  # one request at most: unreachable stops the run
+    assert took < 30  # process start-up included, on a loaded machine
 
 
 def test_timeout_setting_is_validated(tmp_path: Path, server: EmbedServer) -> None:
