@@ -16,6 +16,8 @@ import pytest
 from cce_knowledge.contract.ndjson import parse_feed
 from tests.helpers.fake_github import FakeGitHub, make_tracker
 
+pytestmark = pytest.mark.slow  # real `cce` processes
+
 REPO = "acme/widgets"
 
 

@@ -77,6 +77,7 @@ def test_finite_row() -> None:
     assert finite_row([float("nan")]) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kw", [{"body": DEEP}, {"poison": b"1" + b"0" * 400}, {"poison": b"[" * 100_000}]
 )
@@ -159,6 +160,7 @@ def test_a_dripping_answer_ends_at_the_total_deadline() -> None:
         assert p.embed(["x"]) == [[0.6, 0.8]]
 
 
+@pytest.mark.slow
 def test_timeout_from_config_bounds_index(tmp_path: Path) -> None:
     root = tmp_path / "r"
     # 52 s per answer: one request, cut at 1 s, then unreachable stops the run.
@@ -174,6 +176,7 @@ def test_timeout_from_config_bounds_index(tmp_path: Path) -> None:
     assert took < 30  # process start-up included, on a loaded machine
 
 
+@pytest.mark.slow
 def test_timeout_setting_is_validated(tmp_path: Path, server: EmbedServer) -> None:
     root = tmp_path / "r"
     write_config(root, "ollama", server.url)

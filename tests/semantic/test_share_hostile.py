@@ -20,6 +20,8 @@ from tests.helpers.sync_env import SyncEnv, cli
 
 from .conftest import FEED, write_config
 
+pytestmark = pytest.mark.slow  # a real bare cache, real pulls
+
 MODEL = "tiny-ngrams"
 DOWN = "http://127.0.0.1:9"  # the consumer's provider: unreachable, so nothing re-embeds
 

@@ -262,12 +262,16 @@ class _Call:
         self.body = body
         self.done = threading.Event()
         self.abandoned = threading.Event()
+        self._lock = threading.Lock()  # whoever comes second closes the client
         self.status = 0
         self.data = bytearray()
         self.error: ProviderError | None = None
 
     def abandon(self) -> None:
-        self.abandoned.set()
+        with self._lock:
+            self.abandoned.set()
+            if self.done.is_set():
+                self.client.close()
 
     def run(self) -> None:
         try:
@@ -279,9 +283,10 @@ class _Call:
                 f"{self.provider.display}: {self.provider._scrub(type(e).__name__)}"
             )
         finally:
-            self.done.set()
-            if self.abandoned.is_set():
-                self.client.close()
+            with self._lock:
+                self.done.set()
+                if self.abandoned.is_set():
+                    self.client.close()
 
 
 #: One content coding of an answer is decoded (by us, so every decoded byte counts
