@@ -3,7 +3,8 @@
 Vectors are deterministic: hashed character trigrams (sha256 buckets, signed), so
 texts that share words are close and the same text always gives the same vector.
 The server records every request and can be told to misbehave (reject a batch that
-contains a marker, redirect, answer garbage) to test the client's handling.
+contains a marker, redirect, answer garbage, answer given bytes under a given
+Content-Encoding, drip its answer a byte at a time) to test the client's handling.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class EmbedServer:
     garbage: bool = False  # answer 200 with a non-JSON body
     require_key: str | None = None  # answer 401 unless `Authorization: Bearer <it>`
     die_after: int | None = None  # after this many requests, hang up without answering
+    body: bytes | None = None  # answer 200 with exactly these bytes
+    encoding: str | None = None  # sent as Content-Encoding (the body is sent as given)
+    drip: float | None = None  # send the answer one byte every `drip` seconds
+    poison: bytes | None = None  # a well-formed answer whose first number is this text
+    stopping: threading.Event = field(default_factory=threading.Event)
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,9 +67,21 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(code)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
+            if state.encoding is not None:
+                self.send_header("Content-Encoding", state.encoding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if state.drip is None:
+                self.wfile.write(body)
+                return
+            for i in range(len(body)):
+                if state.stopping.wait(state.drip):
+                    return
+                try:
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+                except OSError:
+                    return  # the client gave up
 
         def do_POST(self) -> None:
             n = int(self.headers.get("Content-Length") or 0)
@@ -93,10 +111,15 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
             if state.garbage:
                 self._send(200, b"<html>not json</html>")
                 return
+            if state.body is not None:
+                self._send(200, state.body, {"Content-Type": "application/json"})
+                return
             if state.reject_marker and any(state.reject_marker in t for t in inputs):
                 self._send(400, b'{"error":"input rejected"}')
                 return
             vecs = [ngram_vector(t, state.dim) for t in inputs]
+            if state.poison is not None:
+                vecs[0][0] = 12345.5  # a placeholder, replaced in the bytes below
             if self.path == "/api/embed":
                 out: dict[str, Any] = {"model": doc.get("model"), "embeddings": vecs}
             elif self.path == "/v1/embeddings":
@@ -111,7 +134,10 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, b'{"error":"not found"}')
                 return
-            self._send(200, json.dumps(out).encode(), {"Content-Type": "application/json"})
+            data = json.dumps(out).encode()
+            if state.poison is not None:
+                data = data.replace(b"12345.5", state.poison, 1)
+            self._send(200, data, {"Content-Type": "application/json"})
 
     return H
 
@@ -126,5 +152,6 @@ def embed_server(**kw: Any) -> Iterator[EmbedServer]:
     try:
         yield state
     finally:
+        state.stopping.set()
         srv.shutdown()
         srv.server_close()

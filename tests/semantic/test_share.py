@@ -131,5 +131,6 @@ def test_tampered_vectors_are_refused(
         capsys, "knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url
     )
     assert rc == 0
-    assert "checksum mismatch" in err
+    # The flipped bit makes the last row's length wrong, seen before the checksum.
+    assert "published vectors refused" in err and "row" in err
     assert not vectors_path(cons, snap, MODEL).exists()

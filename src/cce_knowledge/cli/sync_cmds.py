@@ -147,8 +147,11 @@ def _pull(args: argparse.Namespace) -> int:
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
     from cce_knowledge.cli.semantic_cmds import embed_step
+    from cce_knowledge.retrieval.search_index import INDEX_KEY, index_path, try_open
     from cce_knowledge.sync.vector_share import pull_published_vectors
 
+    # Published vectors must have one row per chunk of the index search reads.
+    idx = try_open(index_path(args.dir, res.snapshot), res.snapshot)
     line = pull_published_vectors(
         args.dir,
         res.corpus_id,
@@ -156,6 +159,8 @@ def _pull(args: argparse.Namespace) -> int:
         args.remote,
         settings,
         expected=res.verified.statement.vectors if res.verified is not None else None,
+        count=res.chunks if idx is None else idx.n_chunks,
+        layout=INDEX_KEY,
     )
     if line:
         print(f"note: {line}", file=sys.stderr)

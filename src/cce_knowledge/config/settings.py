@@ -18,6 +18,7 @@ and generates the published JSON Schema from these same classes (config/schema.p
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import urllib.parse
@@ -59,6 +60,9 @@ Source = Literal["code", "knowledge", "both"]
 SemanticProvider = Literal["ollama", "openai"]
 
 DEFAULT_SECTION_TOKENS = 400
+#: Seconds one embedding request may take in all (connect, headers, body).
+DEFAULT_SEMANTIC_TIMEOUT = 120.0
+MAX_SEMANTIC_TIMEOUT = 86_400.0
 DEFAULT_KNOWLEDGE_MIN_SCORE = 0.30
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 #: Environment overrides of `knowledge.semantic` (the Action and CI jobs set these).
@@ -128,6 +132,10 @@ class SemanticSettings:
     model: str = ""
     """The embedding model (e.g. `nomic-embed-text`); required, here or in
     CCE_EMBED_MODEL, which overrides it."""
+    timeout: float = DEFAULT_SEMANTIC_TIMEOUT
+    """Seconds one request to the provider may take in all, from connecting to the
+    last byte of the answer (a slow drip does not extend it); more than 0, at most
+    86400. A request past it counts as the provider being unreachable."""
 
 
 @dataclass(frozen=True)
@@ -399,22 +407,8 @@ def _semantic(
     scalar is read as its text (a model name may look like a number)."""
     env = os.environ if env is None else env
     where = f"{path}: knowledge.semantic"
-    raw: dict[str, str] = {}
-    try:
-        if problem is not None:
-            raise ConfigError(f"{path}: not valid YAML ({problem})")
-        blk = block(doc, "knowledge")
-        sem = mapping(blk.get("semantic")) if blk else None
-        for key, node in (sem or {}).items():
-            if key not in SEMANTIC_ENV:
-                # By hand, not validate_value: pydantic's import would cost every
-                # search ~80 ms once semantic retrieval is configured.
-                raise ConfigError(f"{where}.{key}: unknown key (expected provider, url, model)")
-            value = as_opt_str(node)
-            if value is not None:
-                raw[key] = value
-    except WrongType as e:
-        raise ConfigError(f"{where}: {e}") from None
+    raw = _semantic_keys(doc, path, problem, where)
+    timeout = _semantic_timeout(raw.pop("timeout", None), where)
     for key, var in SEMANTIC_ENV.items():
         if env.get(var):
             raw[key] = env[var]
@@ -437,7 +431,49 @@ def _semantic(
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("http", "https"):
         raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
-    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model)  # type: ignore[arg-type]  # checked above
+    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model, timeout=timeout)  # type: ignore[arg-type]  # checked above
+
+
+def _semantic_keys(
+    doc: yaml.Node | None, path: Path, problem: Exception | None, where: str
+) -> dict[str, str]:
+    """The text of each key of the `knowledge.semantic` block (only known keys)."""
+    raw: dict[str, str] = {}
+    try:
+        if problem is not None:
+            raise ConfigError(f"{path}: not valid YAML ({problem})")
+        blk = block(doc, "knowledge")
+        sem = mapping(blk.get("semantic")) if blk else None
+        for key, node in (sem or {}).items():
+            if key not in SEMANTIC_ENV and key != "timeout":
+                # By hand, not validate_value: pydantic's import would cost every
+                # search ~80 ms once semantic retrieval is configured.
+                raise ConfigError(
+                    f"{where}.{key}: unknown key (expected provider, url, model, timeout)"
+                )
+            value = as_opt_str(node)
+            if value is not None:
+                raw[key] = value
+    except WrongType as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return raw
+
+
+def _semantic_timeout(text: str | None, where: str) -> float:
+    """`knowledge.semantic.timeout`: seconds, more than 0 and at most a day."""
+    t = (text or "").strip()
+    if not t:
+        return DEFAULT_SEMANTIC_TIMEOUT
+    try:
+        value = float(t) if len(t) <= 40 else math.nan  # a 5,000-digit value is no timeout
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_SEMANTIC_TIMEOUT:  # also refuses NaN
+        raise ConfigError(
+            f"{where}.timeout: {shown(t[:40])!r} is not a number of seconds "
+            f"(more than 0, at most {MAX_SEMANTIC_TIMEOUT:g})"
+        )
+    return value
 
 
 def _ollama_url(env: Mapping[str, str]) -> str:

@@ -28,7 +28,7 @@ from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.errors import ExtractError, RateLimitStop, UsageError
 from cce_knowledge.core.hidden_text import Removed, sanitize
 from cce_knowledge.extract.feed import normalise_newlines, sanitize_record
-from cce_knowledge.extract.httpclient import GitHubClient
+from cce_knowledge.extract.httpclient import GitHubClient, PageGuard
 
 SOURCE_ISSUES = "github-issues"
 SOURCE_PULLS = "github-pulls"
@@ -319,6 +319,11 @@ def _max_updated(rows: Iterable[dict[str, Any]]) -> str | None:
     return max(stamps) if stamps else None
 
 
+#: Pages read concurrently from one `rel="last"` (100 items each): a real tracker's
+#: larger lists go on one `next` at a time.
+MAX_PLANNED_PAGES = 1000
+
+
 def _with_page(url: str, page: int) -> str:
     parts = urlsplit(url)
     q = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "page"]
@@ -395,18 +400,27 @@ class Fetcher:
         Once the first page's `Link: rel="last"` names a numbered last page, the pages
         in between are independent and `concurrency` of them are fetched at a time;
         otherwise (cursor pagination) `rel="next"` is followed one page at a time."""
+        seen = PageGuard(self.opts.repo)
         data, rels = self.client.get_page(url)
-        nxt = rels.get("next")
+        nxt = seen.next(url, rels.get("next"))
         yield parse(data), nxt
         first, last = _page_number(nxt), _page_number(rels.get("last"))
         if nxt and first is not None and last is not None and self.opts.concurrency > 1:
+            # `last` is the API's word: plan at most MAX_PLANNED_PAGES from it (never
+            # 2e8 URLs up front); pages past them are followed by `next` below.
+            last = min(last, first + MAX_PLANNED_PAGES - 1)
             urls = [_with_page(nxt, k) for k in range(first, last + 1)]
             for i, (data, rels) in enumerate(self.each(self.client.get_page, urls, pages=True)):
                 nxt = urls[i + 1] if i + 1 < len(urls) else rels.get("next")
+                nxt = seen.next(urls[i], nxt)
+                if data == []:
+                    nxt = None  # an empty page is the end, whatever `last` claimed
                 yield parse(data), nxt
+                if nxt is None:
+                    return
         while nxt:  # sequential, or pages that appeared after `last` was read
             data, rels = self.client.get_page(nxt)
-            nxt = rels.get("next")
+            nxt = None if data == [] else seen.next(nxt, rels.get("next"))
             yield parse(data), nxt
 
     def each(self, fn: Callable[[Any], T], args: list[Any], *, pages: bool = False) -> Iterator[T]:

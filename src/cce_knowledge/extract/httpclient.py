@@ -21,9 +21,14 @@ from typing import Any
 import httpx
 
 from cce_knowledge.core.errors import ExtractError, RateLimitStop
+from cce_knowledge.core.untrusted import shown
 
 DEFAULT_API = "https://api.github.com"
 API_VERSION = "2022-11-28"
+#: Rate-limit answers in a row for one request that ask for (next to) no wait: a
+#: `Retry-After: 0` on every 429 never spends --max-wait, so it is counted here.
+MAX_QUICK_RETRIES = 5
+QUICK_WAIT_S = 1.0
 _LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?([a-z]+)"?')
 
 
@@ -119,6 +124,7 @@ class GitHubClient:
         """GET with retries; `None` for a 404/410 when `missing_ok` (a deleted sub-resource)."""
         url = self.url(path)
         attempt = 0
+        quick = 0  # rate-limit answers asking for less than QUICK_WAIT_S, in a row
         while True:
             self._spend_budget()
             with self._lock:
@@ -144,6 +150,12 @@ class GitHubClient:
                 return None
             wait = self._rate_limit_wait(resp)
             if wait is not None:
+                quick = quick + 1 if wait < QUICK_WAIT_S else 0
+                if quick > MAX_QUICK_RETRIES:
+                    raise RateLimitStop(
+                        f"GitHub API for {self.repo}: rate limited ({status}) {quick} times "
+                        f"in a row with a wait of {wait:g}s — stopping instead of retrying at once"
+                    )
                 self._wait(wait, f"rate limited ({status})", stop=True)
                 with self._lock:
                     self.rate_remaining = None  # waited for it; the next response says
@@ -177,27 +189,34 @@ class GitHubClient:
             return None, {}
         try:
             data = resp.json()
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
+            # RecursionError: arrays nested past the interpreter's limit (json recurses).
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             raise ExtractError(
-                f"GitHub API returned invalid JSON for {self.repo} at {resp.request.url.path}: {e}"
+                f"GitHub API returned invalid JSON for {self.repo} at "
+                f"{shown(resp.request.url.path)}: {why}"
             ) from None
         return data, links(resp.headers.get("link"))
 
     def paginate(
         self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False
     ) -> Iterator[list[Any]]:
-        """Every page of a list endpoint, following `Link: rel="next"`."""
+        """Every page of a list endpoint, following `Link: rel="next"` (never to a page
+        already read: a link back would loop forever)."""
         url: str | None = path
         first = True
+        seen = PageGuard(self.repo)
         while url:
             data, nxt = self.get_json(url, params if first else None, missing_ok=missing_ok)
             first = False
             if data is None:
                 return
             if not isinstance(data, list):
-                raise ExtractError(f"GitHub API returned a non-list page for {self.repo} at {url}")
+                raise ExtractError(
+                    f"GitHub API returned a non-list page for {self.repo} at {shown(url)}"
+                )
             yield data
-            url = nxt
+            url = seen.next(url, nxt)
 
     # -- rate limits and errors -------------------------------------------------------
 
@@ -296,6 +315,24 @@ class GitHubClient:
         return ExtractError(self.scrub(text))
 
 
+class PageGuard:
+    """The pages one walk has read: a `next` link to one of them is a loop (an API
+    answering the same page forever), refused with an ExtractError."""
+
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        self._seen: set[str] = set()
+
+    def next(self, url: str, nxt: str | None) -> str | None:
+        self._seen.add(url)
+        if nxt is not None and nxt in self._seen:
+            raise ExtractError(
+                f"GitHub API for {self.repo} links back to a page already read "
+                f"({shown(nxt[:300])}) — stopping instead of looping"
+            )
+        return nxt
+
+
 def _origin(url: str) -> str:
     u = httpx.URL(url)
     return f"{u.scheme}://{u.host}:{u.port or (443 if u.scheme == 'https' else 80)}"
@@ -305,7 +342,7 @@ def _message(resp: httpx.Response) -> str:
     try:
         data = resp.json()
         msg = data.get("message") if isinstance(data, dict) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         msg = None
     text = str(msg) if msg else (resp.reason_phrase or "")
     return text[:200]

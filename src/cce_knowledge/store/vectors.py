@@ -22,9 +22,10 @@ import json
 import mmap
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.store.snapshots import knowledge_dir
@@ -37,6 +38,9 @@ SCHEMA = "cce.vectors/v1"
 VECTORS_DIR = "vectors"
 KEY_BYTES = 32
 MAX_HEADER = 64 * 1024
+MAX_DIM = 16_384
+#: How far a stored row's length may be from 1 (float32 rounding is ~1e-7 a value).
+UNIT_TOLERANCE = 1e-3
 ZERO_KEY = bytes(KEY_BYTES)
 _NAME_RE = re.compile(r"([0-9a-f]{16})-([0-9a-f]{12})\.vec")
 
@@ -105,29 +109,12 @@ class VectorFile:
         self.where = where
         mv = memoryview(data)
         bad = StoreError(f"{where}: not a vectors file (or damaged)")
-        if len(mv) < 16 or bytes(mv[:8]) != MAGIC:
+        if len(mv) < 16:
             raise bad
-        hlen = int.from_bytes(mv[8:16], "little")
-        if hlen > MAX_HEADER or 16 + hlen > len(mv) or (16 + hlen) % 8:
+        hlen = header_length(bytes(mv[:16]), where)
+        if 16 + hlen > len(mv):
             raise bad
-        try:
-            h = json.loads(bytes(mv[16 : 16 + hlen]))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise bad from e
-        if not isinstance(h, dict) or h.get("schema") != SCHEMA:
-            raise bad
-        try:
-            meta = Meta(
-                provider=_str(h, "provider"),
-                model=_str(h, "model"),
-                dim=_int(h, "dim", 1, 16_384),
-                count=_int(h, "count", 0, 1 << 32),
-                snapshot=_str(h, "snapshot"),
-                layout=_str(h, "layout"),
-            )
-            checksum = _str(h, "payload_sha256")
-        except (TypeError, ValueError) as e:
-            raise bad from e
+        meta, checksum = parse_header(bytes(mv[16 : 16 + hlen]), where)
         start = 16 + hlen
         kend = start + meta.count * KEY_BYTES
         end = kend + meta.count * meta.dim * 4
@@ -167,6 +154,126 @@ class VectorFile:
         except OSError as e:
             raise StoreError(f"{path}: cannot read vectors ({e.strerror})") from e
         return cls(data, verify=verify, where=str(path))
+
+
+def header_length(prefix: bytes, where: str) -> int:
+    """The header length the first 16 bytes announce (checked: magic, bound, alignment)."""
+    hlen = int.from_bytes(prefix[8:16], "little")
+    if len(prefix) < 16 or prefix[:8] != MAGIC or hlen > MAX_HEADER or (16 + hlen) % 8:
+        raise StoreError(f"{where}: not a vectors file (or damaged)")
+    return hlen
+
+
+def parse_header(head: bytes, where: str) -> tuple[Meta, str]:
+    """(Meta, payload checksum) of a header's JSON; StoreError when it is not one."""
+    bad = StoreError(f"{where}: not a vectors file (or damaged)")
+    try:
+        h = json.loads(head)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise bad from e
+    if not isinstance(h, dict) or h.get("schema") != SCHEMA:
+        raise bad
+    try:
+        meta = Meta(
+            provider=_str(h, "provider"),
+            model=_str(h, "model"),
+            dim=_int(h, "dim", 1, MAX_DIM),
+            count=_int(h, "count", 0, 1 << 32),
+            snapshot=_str(h, "snapshot"),
+            layout=_str(h, "layout"),
+        )
+        return meta, _str(h, "payload_sha256")
+    except (TypeError, ValueError) as e:
+        raise bad from e
+
+
+def max_size(count: int) -> int:
+    """The largest vectors file `count` chunks can have (the widest rows, the longest
+    header): anything larger is refused before a byte of it is read."""
+    return 16 + MAX_HEADER + count * (KEY_BYTES + 4 * MAX_DIM)
+
+
+class CheckedCopy:
+    """A vectors file read from `src` in steps and handed on as it is checked
+    (`parts()`, for atomic_write_parts): the header must name `count` rows in
+    `layout`; every row with a key must be finite and of unit length, every row
+    without one all zeros; the checksum must hold. Memory: the keys (32 bytes a row)
+    and one step of rows, whatever the file claims. A failure raises StoreError
+    naming the first bad row, and the partial copy is dropped by the writer."""
+
+    def __init__(self, src: BinaryIO, *, count: int, layout: str, where: str) -> None:
+        self.src = src
+        self.count = count
+        self.layout = layout
+        self.where = where
+        self.meta: Meta | None = None
+        self.present = 0
+
+    def _read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            got = self.src.read(min(n - len(out), 1 << 20))
+            if not got:
+                raise StoreError(f"{self.where}: truncated vectors file")
+            out += got
+        return bytes(out)
+
+    def _head(self) -> tuple[bytes, Meta, str]:
+        prefix = self._read(16)
+        hlen = header_length(prefix, self.where)
+        head = self._read(hlen)
+        meta, checksum = parse_header(head, self.where)
+        if meta.count != self.count:
+            raise StoreError(f"{self.where}: {meta.count} rows for a store of {self.count} chunks")
+        if meta.layout != self.layout:
+            raise StoreError(
+                f"{self.where}: rows follow search index layout {meta.layout[:16]!r}, "
+                f"not this version's {self.layout!r}"
+            )
+        return prefix + head, meta, checksum
+
+    def parts(self) -> Iterator[bytes]:
+        import numpy as np
+
+        head, meta, checksum = self._head()
+        self.meta = meta
+        yield head
+        keys = self._read(meta.count * KEY_BYTES)
+        digest = hashlib.sha256(keys)
+        yield keys
+        present = np.asarray(
+            np.frombuffer(keys, dtype=np.uint8).reshape(meta.count, KEY_BYTES).any(axis=1),
+            dtype=bool,
+        )
+        self.present = int(present.sum())
+        step = max(1, (4 << 20) // (4 * meta.dim))
+        for start in range(0, meta.count, step):
+            n = min(step, meta.count - start)
+            block = self._read(n * meta.dim * 4)
+            digest.update(block)
+            self._check_rows(block, present[start : start + n], start, meta.dim)
+            yield block
+        if self.src.read(1):
+            raise StoreError(f"{self.where}: data after the last row")
+        if digest.hexdigest() != checksum:
+            raise StoreError(f"{self.where}: vectors checksum mismatch")
+
+    def _check_rows(self, block: bytes, present: Any, start: int, dim: int) -> None:
+        import numpy as np
+
+        rows = np.frombuffer(block, dtype="<f4").reshape(-1, dim).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        # NaN fails both comparisons, so a NaN row is never "unit" nor "zero".
+        ok = np.where(present, np.abs(norms - 1.0) <= UNIT_TOLERANCE, norms == 0.0)
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            what = (
+                "a vector that is not finite and of unit length"
+                if present[i]
+                else ("values but no key")
+            )
+            raise StoreError(f"{self.where}: row {start + i + 1} has {what}")
 
 
 def _str(h: dict[str, Any], k: str) -> str:

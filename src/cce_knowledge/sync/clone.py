@@ -321,6 +321,20 @@ class GitCache:
                 return obj
         return self.get(key)  # smudge through a pipe, with its error message
 
+    def artifact_size(self, key: str) -> int | None:
+        """The size of an artifact's content without reading it: the blob's size, or
+        for an LFS pointer the size it names. None when the key is missing."""
+        status, out, _ = self.run("cat-file", "-s", f"{self.origin}:{key}", check=False)
+        text = out.decode("ascii", "replace").strip()
+        if status != 0 or not text.isdigit():
+            return None
+        size = int(text)
+        if size < 1024:
+            ptr = lfs_pointer(self.read_blob(key))
+            if ptr is not None:
+                return ptr[1]
+        return size
+
     def read_artifact(self, key: str) -> bytes:
         """`artifact_source` as bytes (a file read, not a pipe through git-lfs)."""
         src = self.artifact_source(key)

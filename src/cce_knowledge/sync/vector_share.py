@@ -13,13 +13,25 @@ vectors whose snapshot has no artifact any more.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.atomic import atomic_write_parts
 from cce_knowledge.core.errors import CceError, StoreError
-from cce_knowledge.store.vectors import VectorFile, list_files, model_key, parse_name, vectors_path
+from cce_knowledge.core.untrusted import open_regular
+from cce_knowledge.store.vectors import (
+    CheckedCopy,
+    Meta,
+    VectorFile,
+    list_files,
+    max_size,
+    model_key,
+    parse_name,
+    vectors_path,
+)
 from cce_knowledge.sync import keys as K
 
 if TYPE_CHECKING:
@@ -74,47 +86,143 @@ def install_pulled_vectors(
     snapshot: str,
     cfg: SemanticSettings,
     expected: dict[str, str] | None = None,
+    *,
+    count: int,
+    layout: str,
 ) -> str:
-    """Fetch, verify and install the published vectors for cfg's model. Returns a line
-    for the user saying what happened (installed, none published, or why not).
+    """Fetch, check and install the published vectors for cfg's model: `count` rows
+    (the pulled store's chunks) in search index `layout`. Returns a line for the user
+    saying what happened (installed, none published, or why not).
 
     `expected` (a verified signed statement's `vectors`): the file must be listed there
-    with the same sha256, else it is refused."""
+    with the same sha256, else it is refused (and nothing is installed)."""
     key = vectors_key(corpus_id, snapshot, cfg.model)
     if not cache.has(key):
-        names = cache.ls_tree_names(
-            "-r", "--name-only", cache.origin, vectors_prefix(corpus_id) + "/"
-        )
-        others = [n for n in names if n.rsplit("/", 1)[-1].startswith(snapshot + "-")]
-        if not others:
-            return "no vectors published with this snapshot"
-        models = []
-        for n in others:
-            try:
-                models.append(VectorFile(cache.read_artifact(n), where=n).meta.model)
-            except StoreError:
-                continue
+        return _other_models(cache, corpus_id, snapshot, cfg)
+    # The size first: a file larger than `count` rows of the widest vectors is refused
+    # before a byte of it is fetched or read (3,000,000 rows for 11 chunks).
+    size = cache.artifact_size(key)
+    limit = max_size(count)
+    if size is None or size > limit:
         return (
-            f"published vectors were made with {', '.join(sorted(models)) or 'another model'}, "
-            f"not {cfg.model}: not fetched"
+            f"published vectors refused: {key} holds {size} bytes, more than {count} "
+            f"chunks can take ({limit})"
         )
-    data = cache.read_artifact(key)
-    if expected is not None:
-        if expected.get(key) != hashlib.sha256(data).hexdigest():
-            return f"published vectors refused: {key} is not what the signed statement lists"
+    if expected is not None and key not in expected:
+        return f"published vectors refused: {key} is not listed in the signed statement"
     try:
-        vf = VectorFile(data, verify=True, where=key)
+        meta, present = _install(
+            root,
+            cache,
+            key,
+            snapshot,
+            cfg,
+            count=count,
+            layout=layout,
+            sha256=None if expected is None else expected[key],
+        )
     except StoreError as e:
         return f"published vectors refused: {e.message}"
-    if vf.meta.model != cfg.model or vf.meta.snapshot != snapshot:
-        return f"published vectors refused: {key} names model {vf.meta.model}@{vf.meta.snapshot}"
+    return (
+        f"installed published vectors: {present}/{meta.count} chunks, "
+        f"{meta.model} ({meta.dim} dimensions)"
+    )
+
+
+def _other_models(cache: GitCache, corpus_id: str, snapshot: str, cfg: SemanticSettings) -> str:
+    names = cache.ls_tree_names("-r", "--name-only", cache.origin, vectors_prefix(corpus_id) + "/")
+    others = [n for n in names if n.rsplit("/", 1)[-1].startswith(snapshot + "-")]
+    if not others:
+        return "no vectors published with this snapshot"
+    models = []
+    for n in others:
+        size = cache.artifact_size(n)
+        if size is None or size > max_size(1 << 20):
+            continue  # only its header is wanted: never read a huge file for it
+        try:
+            models.append(VectorFile(cache.read_artifact(n), where=n).meta.model)
+        except StoreError:
+            continue
+    return (
+        f"published vectors were made with {', '.join(sorted(models)) or 'another model'}, "
+        f"not {cfg.model}: not fetched"
+    )
+
+
+def _install(
+    root: str | os.PathLike[str],
+    cache: GitCache,
+    key: str,
+    snapshot: str,
+    cfg: SemanticSettings,
+    *,
+    count: int,
+    layout: str,
+    sha256: str | None = None,
+) -> tuple[Meta, int]:
+    """Copy the published file into place as it is checked (CheckedCopy): all or nothing.
+    `sha256`: the digest a signed statement lists for it (checked before the rename)."""
+    src = cache.artifact_source(key)
     dest = vectors_path(root, snapshot, cfg.model)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(dest, data)
-    return (
-        f"installed published vectors: {vf.present()}/{vf.meta.count} chunks, "
-        f"{vf.meta.model} ({vf.meta.dim} dimensions)"
-    )
+    try:
+        with io.BytesIO(src) if isinstance(src, bytes) else open_regular(src) as f:
+            copy = CheckedCopy(f, count=count, layout=layout, where=key)
+            own_dim = _local_dim(root, cfg, snapshot)
+            parts = _checked(copy, snapshot, cfg, own_dim)
+            if sha256 is not None:
+                parts = _digest_is(parts, sha256, key)
+            atomic_write_parts(dest, parts)
+    except OSError as e:
+        raise StoreError(f"{key}: cannot be read or installed ({e.strerror or e})") from e
+    assert copy.meta is not None
+    return copy.meta, copy.present
+
+
+def _digest_is(parts: Iterator[bytes], sha256: str, key: str) -> Iterator[bytes]:
+    """The parts as they come; raises after the last one (before the file is renamed
+    into place) when their digest is not `sha256`."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+        yield part
+    if h.hexdigest() != sha256:
+        raise StoreError(f"{key} is not what the signed statement lists")
+
+
+def _checked(
+    copy: CheckedCopy, snapshot: str, cfg: SemanticSettings, own_dim: int | None
+) -> Iterator[bytes]:
+    """The copy's parts, refusing after the header a file of another model, snapshot,
+    or a dimension this machine's own vectors of the model contradict."""
+    for n, part in enumerate(copy.parts()):
+        if n == 0:
+            m = copy.meta
+            assert m is not None
+            if m.model != cfg.model or m.snapshot != snapshot:
+                raise StoreError(f"{copy.where} names model {m.model}@{m.snapshot}")
+            if own_dim is not None and m.dim != own_dim:
+                raise StoreError(
+                    f"{copy.where} has {m.dim} dimensions, but {cfg.model} answers "
+                    f"{own_dim} here (the vectors of other snapshots)"
+                )
+        yield part
+
+
+def _local_dim(root: str | os.PathLike[str], cfg: SemanticSettings, snapshot: str) -> int | None:
+    """The dimension this machine's own vectors of cfg's provider and model have (other
+    snapshots' files), None when there are none."""
+    mk = model_key(cfg.model)
+    for snap, key, path in list_files(root):
+        if key != mk or snap == snapshot:
+            continue
+        try:
+            m = VectorFile.open(path).meta
+        except StoreError:
+            continue
+        if m.model == cfg.model and m.provider == cfg.provider:
+            return m.dim
+    return None
 
 
 def pull_published_vectors(
@@ -124,10 +232,14 @@ def pull_published_vectors(
     remote: str | None,
     settings: Settings,
     expected: dict[str, str] | None = None,
+    *,
+    count: int,
+    layout: str,
 ) -> str | None:
-    """After a pull: install the corpus's published vectors for the configured model.
-    None when semantic retrieval is not configured; else a line for the user. Never
-    raises for a vectors problem: the pulled store is what matters."""
+    """After a pull: install the corpus's published vectors for the configured model
+    (`count` rows in search index `layout`, see install_pulled_vectors). None when
+    semantic retrieval is not configured; else a line for the user. Never raises for a
+    vectors problem: the pulled store is what matters."""
     # GitPython (~50 ms) only when vectors are configured and a cache is opened.
     from cce_knowledge.sync.clone import open_cache
     from cce_knowledge.sync.remote import resolve_remote  # with the line above
@@ -141,6 +253,8 @@ def pull_published_vectors(
     try:
         rem = resolve_remote(settings, remote)
         with open_cache(rem) as cache:
-            return install_pulled_vectors(root, cache, corpus_id, snapshot, cfg, expected)
+            return install_pulled_vectors(
+                root, cache, corpus_id, snapshot, cfg, expected, count=count, layout=layout
+            )
     except CceError as e:
         return f"published vectors not fetched: {e.message}"

@@ -279,6 +279,10 @@ class FakeGitHub:
         self.reset_at = int(time.time()) + budget_reset_in
         self.refused = 0  # requests answered 403 because the budget was spent
         self.link_base: str | None = None  # another origin for Link targets (hostile)
+        # Hostile paging: "retry-after-0" (every request a 429 asking for no wait),
+        # "next-self" (issue pages link `next` to themselves), "huge-last" (`last` says
+        # page 200,000,000), "deep-json" (the second issues page is 100,000 `[`).
+        self.hostile: str | None = None
         self._comment_cache: tuple[Any, tuple[list[str], list[Any]]] | None = None
         self.token = token
         self.rate_limit_on = set(rate_limit_on or ())  # 1-based request numbers → 403
@@ -515,7 +519,7 @@ class FakeGitHub:
                     status, body, headers = fake.spent(budget)
                 else:
                     status, body, headers = fake.route(self.path, self.headers, n, budget)
-                raw = json.dumps(body).encode()
+                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(raw)))
@@ -553,6 +557,8 @@ class FakeGitHub:
                     {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"},
                     {},
                 )
+        if self.hostile == "retry-after-0":
+            return 429, {"message": SECONDARY, "status": "429"}, {**rl, "Retry-After": "0"}
         if n in self.rate_limit_on:
             return (
                 403,
@@ -688,6 +694,12 @@ class FakeGitHub:
             links += [link(page - 1, "prev"), link(1, "first")]
         if page < last:
             links += [link(page + 1, "next"), link(last, "last")]
+        if path.endswith("/issues") and self.hostile in ("next-self", "huge-last", "deep-json"):
+            if self.hostile == "deep-json" and page == 2:
+                return 200, b"[" * 100_000, headers
+            links = [link(page, "next") if self.hostile == "next-self" else link(page + 1, "next")]
+            if self.hostile == "huge-last":
+                links.append(link(200_000_000, "last"))
         if links:
             headers["Link"] = ", ".join(links)
         return 200, chunk, headers
