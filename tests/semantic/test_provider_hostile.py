@@ -191,5 +191,5 @@ def test_timeout_setting_is_validated(tmp_path: Path, server: EmbedServer) -> No
     assert sem is not None and sem.timeout == 2.5
     cfg.write_text(base + f"    timeout: {'9' * 5000}\n")
     got = _cce(root, "embed")
-    assert got.returncode == 1, got.stderr  # as every knowledge.semantic error
+    assert got.returncode == 2, got.stderr  # a bad value of a known key: a usage error
     assert "knowledge.semantic.timeout" in got.stderr and "Traceback" not in got.stderr
