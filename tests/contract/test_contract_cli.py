@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cce_knowledge.cli.contract_cmds import github_annotation
+from cce_knowledge.action.workflow_commands import annotation
 from cce_knowledge.cli.main import main
 from cce_knowledge.contract.manifest import feed_sha256
 from tests.helpers.paths import REPO
@@ -172,7 +172,7 @@ def test_github_annotations(
 
 
 def test_annotation_escaping() -> None:
-    assert github_annotation("a,b:c%.jsonl", 3, None, "50%\r\nnext: x, y") == (
+    assert annotation("error", "50%\r\nnext: x, y", file="a,b:c%.jsonl", line=3) == (
         "::error file=a%2Cb%3Ac%25.jsonl,line=3::50%25%0D%0Anext: x, y"
     )
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.action.workflow_commands import annotation, is_github_actions
 from cce_knowledge.cli.common import add_dir, add_json
 from cce_knowledge.core.atomic import atomic_write
-from cce_knowledge.core.errors import CceError, UsageError
+from cce_knowledge.core.errors import CceError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import io_error_text
+
+if TYPE_CHECKING:
+    from cce_knowledge.contract.validate import FileReport, Problem
 
 VALIDATE_DESCRIPTION = """\
 Check cce.knowledge/v1 feeds, cce.feed-manifest/v1 manifests,
@@ -108,24 +112,6 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     m.set_defaults(func=run_manifest)
 
 
-def _gh_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _gh_prop(s: str) -> str:
-    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
-
-
-def github_annotation(file: str, line: int | None, column: int | None, message: str) -> str:
-    """A workflow command `::error file=…,line=…,col=…::message`, escaped per GitHub."""
-    props = [f"file={_gh_prop(file)}"]
-    if line is not None:
-        props.append(f"line={line}")
-    if column is not None:
-        props.append(f"col={column}")
-    return f"::error {','.join(props)}::{_gh_data(message)}"
-
-
 def _check_config(shown: str, raw: bytes) -> list[tuple[int | None, str, str]]:
     from cce_knowledge.config.check import validate_config
     from cce_knowledge.config.schema import SCHEMA_FILE
@@ -136,31 +122,36 @@ def _check_config(shown: str, raw: bytes) -> list[tuple[int | None, str, str]]:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from cce_knowledge.contract.validate import validate_file
+    from cce_knowledge.contract.validate import validate_files
 
-    if args.manifest is not None and len(args.files) != 1:
-        raise UsageError("--manifest verifies a single feed; pass exactly one FILE")
-    base = None if args.dir == "." else args.dir
-    reports = []
-    if args.files.count("-") > 1:
-        raise UsageError("standard input (-) can be read only once")
-    for f in args.files:
+    reports = validate_files(
+        args.files,
+        kind=args.kind,
+        manifest=args.manifest,
+        base=None if args.dir == "." else args.dir,
         # `-` reads standard input, e.g. `adapter | cce knowledge validate -`.
-        data = sys.stdin.buffer.read() if f == "-" else None
-        name = "<stdin>" if f == "-" else f
-        reports.extend(
-            validate_file(
-                name,
-                kind=args.kind,
-                manifest=args.manifest,
-                base=base,
-                data=data,
-                config_check=_check_config,
-            )
-        )
-    problems = [p for r in reports for p in r.problems]
-    warnings = [w for r in reports for w in r.warnings]
+        stdin=sys.stdin.buffer.read,
+        config_check=_check_config,
+    )
     as_json = args.json or args.format == "json"
+    _print_reports(reports, as_json)
+    problems = [p for r in reports for p in r.problems]
+    if problems:
+        bad = sum(1 for r in reports if not r.ok)
+        sys.stdout.flush()
+        print(
+            f"validate: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
+            f"in {bad} of {len(reports)} file{'s' if len(reports) != 1 else ''}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _print_reports(reports: list[FileReport], as_json: bool) -> None:
+    """Problems on stdout (text lines or one JSON list); warnings (hidden text) on
+    stderr; under GitHub Actions each also as an annotation."""
+    problems = [p for r in reports for p in r.problems]
     out = sys.stdout
     if as_json:
         out.write(pretty([p.as_json() for p in problems]) + "\n")
@@ -170,28 +161,19 @@ def run_validate(args: argparse.Namespace) -> int:
                 out.write(r.summary() + "\n")
             for p in r.problems:
                 out.write(p.text() + "\n")
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        # The runner reads workflow commands from either stream; keep --json stdout pure.
-        ann = sys.stderr if as_json else out
-        for p in problems:
-            msg = f"{p.path}: {p.message}"
-            ann.write(github_annotation(p.file, p.line, p.column, msg) + "\n")
-    # Warnings (hidden text) go to stderr: stdout stays the list of problems.
-    for w in warnings:
+    actions = is_github_actions()
+    # The runner reads workflow commands from either stream; keep --json stdout pure.
+    ann = sys.stderr if as_json else out
+    for p in problems if actions else []:
+        ann.write(_annotation("error", p) + "\n")
+    for w in (w for r in reports for w in r.warnings):
         print(f"warning: {w.text()}", file=sys.stderr)
-        if os.environ.get("GITHUB_ACTIONS") == "true":
-            ann = github_annotation(w.file, w.line, w.column, f"{w.path}: {w.message}")
-            print(ann.replace("::error ", "::warning ", 1), file=sys.stderr)
-    if problems:
-        bad = sum(1 for r in reports if not r.ok)
-        out.flush()
-        print(
-            f"validate: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
-            f"in {bad} of {len(reports)} file{'s' if len(reports) != 1 else ''}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+        if actions:
+            print(_annotation("warning", w), file=sys.stderr)
+
+
+def _annotation(level: str, p: Problem) -> str:
+    return annotation(level, f"{p.path}: {p.message}", file=p.file, line=p.line, col=p.column)
 
 
 def run_manifest(args: argparse.Namespace) -> int:

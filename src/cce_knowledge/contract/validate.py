@@ -26,6 +26,7 @@ from cce_knowledge.contract.manifest import (
 )
 from cce_knowledge.contract.ndjson import FeedLineError, iter_feed
 from cce_knowledge.contract.record import KnowledgeRecord
+from cce_knowledge.core.errors import UsageError
 from cce_knowledge.core.hidden_text import scan
 from cce_knowledge.core.rustcompat import io_error_text, rs_is_blank, rs_lines
 
@@ -296,3 +297,38 @@ def validate_file(
             if problem is not None:
                 mreport.problems.append(Problem(mshown, None, "$", problem))
     return out
+
+
+def validate_files(
+    files: list[str],
+    *,
+    kind: str = "auto",
+    manifest: str | None = None,
+    base: str | os.PathLike[str] | None = None,
+    stdin: Callable[[], bytes] | None = None,
+    config_check: ConfigCheck | None = None,
+) -> list[FileReport]:
+    """`cce knowledge validate FILE…`: every file's report (and the manifest's). `-`
+    reads `stdin()` once. Raises UsageError for arguments that cannot go together."""
+    if manifest is not None and len(files) != 1:
+        raise UsageError("--manifest verifies a single feed; pass exactly one FILE")
+    if files.count("-") > 1:
+        raise UsageError("standard input (-) can be read only once")
+    reports: list[FileReport] = []
+    for f in files:
+        data = None
+        if f == "-":
+            if stdin is None:
+                raise UsageError("standard input (-) is not available here")
+            data = stdin()
+        reports.extend(
+            validate_file(
+                "<stdin>" if f == "-" else f,
+                kind=kind,
+                manifest=manifest,
+                base=base,
+                data=data,
+                config_check=config_check,
+            )
+        )
+    return reports
