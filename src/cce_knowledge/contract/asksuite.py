@@ -84,65 +84,56 @@ def iter_suite(text: str) -> Iterator[tuple[int, AskCase | str | None, SuiteLine
         try:
             obj = scan_value(line.encode("utf-8", "surrogatepass"))
         except ScanError as e:
-            yield (
-                n,
-                None,
-                SuiteLineError(
-                    n,
-                    format_path(e.path),
-                    f"invalid JSON: {e.message}",
-                    e.column,
-                    f" at line {e.line} column {e.column}",
-                ),
-            )
+            where = f" at line {e.line} column {e.column}"
+            msg = f"invalid JSON: {e.message}"
+            yield n, None, SuiteLineError(n, format_path(e.path), msg, e.column, where)
             continue
         if _get(obj, "schema") is not _ABSENT and _get(obj, "query") is _ABSENT:
             if seen_header or seen_case:
                 yield n, None, SuiteLineError(n, "$", "header must be the first line")
                 continue
-            schema = obj["schema"] if isinstance(obj["schema"], str) else ""
-            if schema != ASK_SCHEMA_ID:
-                yield (
-                    n,
-                    None,
-                    SuiteLineError(
-                        n,
-                        "$.schema",
-                        f"unknown schema {rust_debug_str(schema)} "
-                        f"(expected {rust_debug_str(ASK_SCHEMA_ID)})",
-                    ),
-                )
-                continue
-            seen_header = True
-            corpus = obj.get("corpus")
-            yield n, corpus if isinstance(corpus, str) and corpus else None, None
+            corpus, err = _header(n, obj)
+            seen_header = err is None
+            yield n, corpus, err
             continue
-        query = _get(obj, "query")
-        if not isinstance(query, str):
-            yield n, None, SuiteLineError(n, "$.query", "case missing string `query`")
-            continue
-        raw_expect = _get(obj, "expect")
-        expect = (
-            [e for e in raw_expect if isinstance(e, str)] if isinstance(raw_expect, list) else []
+        case, err = _case(n, obj)
+        seen_case = seen_case or case is not None
+        yield n, case, err
+
+
+def _header(n: int, obj: dict[str, Any]) -> tuple[str | None, SuiteLineError | None]:
+    """The header line's corpus (None: none usable), or why it is not a header."""
+    schema = obj["schema"] if isinstance(obj["schema"], str) else ""
+    if schema != ASK_SCHEMA_ID:
+        unknown = (
+            f"unknown schema {rust_debug_str(schema)} (expected {rust_debug_str(ASK_SCHEMA_ID)})"
         )
-        if not expect:
-            yield n, None, SuiteLineError(n, "$.expect", "case needs a non-empty `expect` array")
-            continue
-        raw_k = _get(obj, "k")
-        if raw_k is _ABSENT:
-            k = DEFAULT_ASK_K
-        elif not is_u64(raw_k):
-            yield n, None, SuiteLineError(n, "$.k", "`k` must be a positive integer")
-            continue
-        elif raw_k == 0:
-            yield n, None, SuiteLineError(n, "$.k", "`k` must be >= 1")
-            continue
-        else:
-            k = raw_k
-        raw_id = _get(obj, "id")
-        case_id = raw_id if isinstance(raw_id, str) else f"q{n}"
-        seen_case = True
-        yield n, AskCase(case_id, query, expect, k), None
+        return None, SuiteLineError(n, "$.schema", unknown)
+    corpus = obj.get("corpus")
+    return (corpus if isinstance(corpus, str) and corpus else None), None
+
+
+def _case(n: int, obj: Any) -> tuple[AskCase | None, SuiteLineError | None]:
+    """A case line's `AskCase`, or why it is not one."""
+    query = _get(obj, "query")
+    if not isinstance(query, str):
+        return None, SuiteLineError(n, "$.query", "case missing string `query`")
+    raw_expect = _get(obj, "expect")
+    expect = [e for e in raw_expect if isinstance(e, str)] if isinstance(raw_expect, list) else []
+    if not expect:
+        return None, SuiteLineError(n, "$.expect", "case needs a non-empty `expect` array")
+    raw_k = _get(obj, "k")
+    if raw_k is _ABSENT:
+        k = DEFAULT_ASK_K
+    elif not is_u64(raw_k):
+        return None, SuiteLineError(n, "$.k", "`k` must be a positive integer")
+    elif raw_k == 0:
+        return None, SuiteLineError(n, "$.k", "`k` must be >= 1")
+    else:
+        k = raw_k
+    raw_id = _get(obj, "id")
+    case_id = raw_id if isinstance(raw_id, str) else f"q{n}"
+    return AskCase(case_id, query, expect, k), None
 
 
 def parse_suite(text: str) -> AskSuite:
