@@ -208,27 +208,31 @@ def heading_nodes_by_query(root: Node) -> list[Node]:
     return sorted(nodes, key=lambda n: n.start_byte)
 
 
+def heading_of(node: Node, b: bytes) -> tuple[int, str] | None:
+    """A heading node's level and text (trimmed as the reference trims it); None for a
+    node without a level marker."""
+    level = 0
+    for child in node.children:
+        lv = _LEVELS.get(child.type)
+        if lv is not None:
+            level = lv
+            break
+    if level == 0:
+        return None
+    inline = _first_inline(node)
+    if inline is None:
+        return level, ""
+    raw = b[inline.start_byte : inline.end_byte]
+    return level, raw.decode("utf-8", "replace").strip(RUST_WS_CHARS)
+
+
 def _headings(b: bytes) -> list[_Heading]:
     tree = _get_parser().parse(b)
     out: list[_Heading] = []
     for node in _heading_nodes(tree.root_node):
-        level = 0
-        for child in node.children:
-            lv = _LEVELS.get(child.type)
-            if lv is not None:
-                level = lv
-                break
-        if level == 0:
-            continue
-        inline = _first_inline(node)
-        text = ""
-        if inline is not None:
-            text = (
-                b[inline.start_byte : inline.end_byte]
-                .decode("utf-8", "replace")
-                .strip(RUST_WS_CHARS)
-            )
-        out.append(_Heading(node.start_byte, node.start_point[0] + 1, level, text))
+        got = heading_of(node, b)
+        if got is not None:
+            out.append(_Heading(node.start_byte, node.start_point[0] + 1, *got))
     out.sort(key=lambda h: h.start)
     return out
 

@@ -38,15 +38,14 @@ from dataclasses import dataclass
 from cce_knowledge.contract.chunk_policy import Policy
 from cce_knowledge.core.rustcompat import RUST_WS_CHARS, rs_is_blank
 from cce_knowledge.engine.markdown import (
-    _LEVELS,
     CRUMB_SEP,
     PREAMBLE,
     MdChunk,
-    _first_inline,
     _get_parser,
     _heading_nodes,
     _too_deep,
     chunk_id,
+    heading_of,
 )
 
 #: Why a line is in no chunk.
@@ -159,22 +158,10 @@ def policy_headings(lines: list[str], frontmatter: tuple[int, int] | None) -> li
     for node in _heading_nodes(tree.root_node):
         if node.start_point[1] != 0:
             continue  # inside a list item or a block quote: not a line of its own
-        level = 0
-        for child in node.children:
-            lv = _LEVELS.get(child.type)
-            if lv is not None:
-                level = lv
-                break
-        if level == 0:
+        got = heading_of(node, raw)
+        if got is None:
             continue
-        inline = _first_inline(node)
-        htext = ""
-        if inline is not None:
-            htext = (
-                raw[inline.start_byte : inline.end_byte]
-                .decode("utf-8", "replace")
-                .strip(RUST_WS_CHARS)
-            )
+        level, htext = got
         row, col = node.end_point
         line = node.start_point[0] + 1
         heads.append(PHeading(line, max(line, row if col == 0 else row + 1), level, htext))
