@@ -65,6 +65,8 @@ SEMANTIC_ENV = {
     "url": "CCE_EMBED_URL",
     "model": "CCE_EMBED_MODEL",
 }
+#: Keys of `knowledge.semantic` read from the file only (their text kept as is).
+SEMANTIC_PREFIX_KEYS = ("query_prefix", "document_prefix")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,14 @@ class SemanticSettings:
     model: str = ""
     """The embedding model (e.g. `nomic-embed-text`); required, here or in
     CCE_EMBED_MODEL, which overrides it."""
+    query_prefix: str | None = None
+    """Text put before every query sent to the model. Unset: the model family's own
+    instruction (e.g. `search_query: ` for nomic-embed-text, `query: ` for e5; see
+    docs/semantic.md); `""` sends none."""
+    document_prefix: str | None = None
+    """Text put before every chunk sent to the model. Unset: the model family's own
+    (e.g. `search_document: ` for nomic-embed-text, `passage: ` for e5); `""` sends
+    none. Changing it re-embeds every chunk (a vector is keyed by the text sent)."""
 
 
 @dataclass(frozen=True)
@@ -346,18 +356,29 @@ def _semantic(
     env = os.environ if env is None else env
     where = f"{path}: knowledge.semantic"
     raw: dict[str, str] = {}
+    prefixes: dict[str, str] = {}
     try:
         if problem is not None:
             raise ConfigError(f"{path}: not valid YAML ({problem})")
         blk = block(doc, "knowledge")
         sem = mapping(blk.get("semantic")) if blk else None
         for key, node in (sem or {}).items():
-            if key not in SEMANTIC_ENV:
+            if key not in SEMANTIC_ENV and key not in SEMANTIC_PREFIX_KEYS:
                 # By hand, not validate_value: pydantic's import would cost every
                 # search ~80 ms once semantic retrieval is configured.
-                raise ConfigError(f"{where}.{key}: unknown key (expected provider, url, model)")
-            value = as_opt_str(node)
-            if value is not None:
+                raise ConfigError(
+                    f"{where}.{key}: unknown key (expected provider, url, model, "
+                    "query_prefix, document_prefix)"
+                )
+            try:
+                value = as_opt_str(node)
+            except WrongType as e:
+                raise ConfigError(f"{where}.{key}: {e}") from None
+            if value is None:
+                continue
+            if key in SEMANTIC_PREFIX_KEYS:
+                prefixes[key] = _prefix(value, f"{where}.{key}")
+            else:
                 raw[key] = value
     except WrongType as e:
         raise ConfigError(f"{where}: {e}") from None
@@ -383,7 +404,33 @@ def _semantic(
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("http", "https"):
         raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
-    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model)  # type: ignore[arg-type]  # checked above
+    return SemanticSettings(
+        provider=provider,  # type: ignore[arg-type]  # checked above
+        url=url.rstrip("/"),
+        model=model,
+        query_prefix=prefixes.get("query_prefix"),
+        document_prefix=prefixes.get("document_prefix"),
+    )
+
+
+#: A prefix is an instruction of a few words; a longer one is surely a mistake.
+MAX_PREFIX_CHARS = 1024
+
+
+def _prefix(value: str, where: str) -> str:
+    """A prefix as written (spaces and newlines matter), without control characters
+    other than newline and tab, at most MAX_PREFIX_CHARS characters."""
+    if len(value) > MAX_PREFIX_CHARS:
+        raise ConfigError(f"{where}: longer than {MAX_PREFIX_CHARS} characters")
+    for ch in value:
+        o = ord(ch)
+        if (o < 0x20 and ch not in "\n\t") or 0x7F <= o <= 0x9F:
+            raise ConfigError(f"{where}: control character U+{o:04X} is not allowed")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{where}: not valid text (a lone surrogate)") from None
+    return value
 
 
 def _ollama_url(env: Mapping[str, str]) -> str:
