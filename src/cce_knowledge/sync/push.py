@@ -242,7 +242,7 @@ def push_corpus(
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
-        _publish(cache, root, out, res, use_lfs)
+        _publish(cache, root, out, res, use_lfs, _vector_model(settings))
         policy = settings.knowledge.sync.keep_last
         _retain(cache, res, policy)
         res.report = success_report(res, policy)
@@ -288,8 +288,10 @@ def _publish(
     out: Outgoing,
     res: PushResult,
     use_lfs: bool,
+    vector_model: str | None = None,
 ) -> None:
-    """The one publish commit: artifact, `current`, corpus.json and any vectors."""
+    """The one publish commit: artifact, `current`, corpus.json and the vectors of
+    `vector_model` (the configured embedding model) if there are any."""
     corpus_id, m = res.corpus_id, out.manifest
     if use_lfs:
         cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
@@ -299,7 +301,7 @@ def _publish(
         (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
         (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
     ]
-    entries += _vector_entries(cache, root, res, use_lfs)
+    entries += _vector_entries(cache, root, res, use_lfs, vector_model)
     for k, _ in entries:
         K.check_write_key(k, corpus_id)
     # An unchanged re-publish (guard: same key, same checksum on the remote) only
@@ -309,12 +311,27 @@ def _publish(
     res.published = True
 
 
-def _vector_entries(
-    cache: GitCache, root: str | os.PathLike[str], res: PushResult, use_lfs: bool
-) -> list[tuple[str, bytes]]:
-    """Vectors (ours) travel beside the artifact, never inside it (sync/vector_share.py)."""
+def _vector_model(settings: Settings) -> str | None:
+    """The configured embedding model, whose vectors (only) are published; None when
+    semantic retrieval is off or misconfigured."""
+    try:
+        cfg = settings.knowledge.semantic_config()
+    except CceError:
+        return None
+    return cfg.model if cfg is not None else None
 
-    vectors = outgoing_vectors(root, res.snapshot)
+
+def _vector_entries(
+    cache: GitCache,
+    root: str | os.PathLike[str],
+    res: PushResult,
+    use_lfs: bool,
+    model: str | None,
+) -> list[tuple[str, bytes]]:
+    """Vectors (ours) travel beside the artifact, never inside it (sync/vector_share.py):
+    the configured model's only."""
+
+    vectors = outgoing_vectors(root, res.snapshot, model)
     if vectors and use_lfs:
         cache.ensure_attribute(VEC_ATTR_LINE, "*.vec", "cce sync: enable git-LFS for *.vec")
     res.vectors = [model for model, _ in vectors]
