@@ -28,12 +28,36 @@ pytestmark = pytest.mark.slow
 
 MODEL = "intfloat/multilingual-e5-small"
 RECORDS = [
-    ("q:capital", "Australia capital question", "What is the capital of Australia? Many people ask this."),
-    ("a:capital", "Canberra", "Canberra is the capital city of Australia, chosen as a compromise between Sydney and Melbourne."),
-    ("q:protein", "Protein question", "How much protein should an adult eat per day? Ask a question."),
-    ("a:protein", "Dietary reference intake", "The recommended intake for adults is 0.8 grams of protein per kilogram of body weight each day."),
-    ("q:commit", "Undo the last commit", "How do I undo my last commit? I asked this before and nobody answered."),
-    ("a:commit", "Resetting history", "Run git reset --soft HEAD~1 to move the branch back one commit while keeping the changes staged."),
+    (
+        "q:capital",
+        "Australia capital question",
+        "What is the capital of Australia? Many people ask this.",
+    ),
+    (
+        "a:capital",
+        "Canberra",
+        "Canberra is the capital city of Australia, chosen as a compromise between Sydney and Melbourne.",
+    ),
+    (
+        "q:protein",
+        "Protein question",
+        "How much protein should an adult eat per day? Ask a question.",
+    ),
+    (
+        "a:protein",
+        "Dietary reference intake",
+        "The recommended intake for adults is 0.8 grams of protein per kilogram of body weight each day.",
+    ),
+    (
+        "q:commit",
+        "Undo the last commit",
+        "How do I undo my last commit? I asked this before and nobody answered.",
+    ),
+    (
+        "a:commit",
+        "Resetting history",
+        "Run git reset --soft HEAD~1 to move the branch back one commit while keeping the changes staged.",
+    ),
 ]
 #: Each question, the record restating it and the record answering it.
 QUESTIONS = [

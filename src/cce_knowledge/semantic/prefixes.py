@@ -30,7 +30,9 @@ class Prefixes:
 
 
 _RETRIEVE = "Represent this sentence for searching relevant passages: "
-_WEB_SEARCH = "Instruct: Given a web search query, retrieve relevant passages that answer the query\n"
+_WEB_SEARCH = (
+    "Instruct: Given a web search query, retrieve relevant passages that answer the query\n"
+)
 
 #: (family, pattern searched in the normalised name, query prefix, document prefix).
 #: First match wins, so a more specific pattern comes before a broader one.
@@ -56,7 +58,12 @@ FAMILIES: tuple[tuple[str, re.Pattern[str], str, str], ...] = tuple(
         ("mxbai-embed-large", r"mxbai-embed-large", _RETRIEVE, ""),
         # intfloat/multilingual-e5-large-instruct, e5-mistral-7b-instruct: an instruction
         # on queries, none on documents.
-        ("e5-instruct", r"(?:^|[/_.-])(?:multilingual-)?e5-.*instruct", _WEB_SEARCH + "Query: ", ""),
+        (
+            "e5-instruct",
+            r"(?:^|[/_.-])(?:multilingual-)?e5-.*instruct",
+            _WEB_SEARCH + "Query: ",
+            "",
+        ),
         # intfloat/e5-*, multilingual-e5-*: "query: " / "passage: " on every input.
         ("e5", r"(?:^|[/_.-])(?:multilingual-)?e5-", "query: ", "passage: "),
         # BAAI/bge-m3 needs no instruction; the Chinese bge models have their own.
