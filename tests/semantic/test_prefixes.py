@@ -7,9 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cce_knowledge.cli.main import main
-from cce_knowledge.config.settings import SemanticSettings, load_settings
+from cce_knowledge.config.settings import SemanticSettings, check_prefix, load_settings
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.semantic import build as B
 from cce_knowledge.semantic.prefixes import builtin, normalise, resolve
@@ -158,3 +160,22 @@ def test_the_title_is_sent_once() -> None:
     plain = chunk_text("T", "# T › ## A", "Some text\n## A later heading")
     assert plain == "T › A\n\nSome text\n## A later heading"
     assert chunk_text("T", "", "body", "passage: ") == "passage: T\n\nbody"
+
+
+@given(st.text(max_size=200))
+def test_any_model_name_gets_prefixes_without_error(model: str) -> None:
+    p = builtin(model)
+    assert isinstance(p.query, str) and isinstance(p.document, str)
+    # The tag never decides the family.
+    assert builtin(model + ":latest") == p or ":" in model
+
+
+@given(st.text(max_size=1200))
+def test_a_configured_prefix_is_kept_as_written_or_refused(value: str) -> None:
+    try:
+        got = check_prefix(value, "x: knowledge.semantic.query_prefix")
+    except ConfigError as e:
+        assert e.message.startswith("x: knowledge.semantic.query_prefix: ")
+    else:
+        assert got == value and len(value) <= 1024
+        assert all(ch in "\n\t" or 0x20 <= ord(ch) < 0x7F or ord(ch) > 0x9F for ch in value)

@@ -377,7 +377,7 @@ def _semantic(
             if value is None:
                 continue
             if key in SEMANTIC_PREFIX_KEYS:
-                prefixes[key] = _prefix(value, f"{where}.{key}")
+                prefixes[key] = check_prefix(value, f"{where}.{key}")
             else:
                 raw[key] = value
     except WrongType as e:
@@ -417,7 +417,7 @@ def _semantic(
 MAX_PREFIX_CHARS = 1024
 
 
-def _prefix(value: str, where: str) -> str:
+def check_prefix(value: str, where: str) -> str:
     """A prefix as written (spaces and newlines matter), without control characters
     other than newline and tab, at most MAX_PREFIX_CHARS characters."""
     if len(value) > MAX_PREFIX_CHARS:
