@@ -166,7 +166,9 @@ def throughput(root: Path, limit: int) -> int:
             from cce_knowledge.semantic import build as B
 
             real = B.chunk_texts
-            B.chunk_texts = lambda idx: [t if i < limit else None for i, t in enumerate(real(idx))]  # type: ignore[assignment]
+            B.chunk_texts = lambda idx, prefix="": [  # type: ignore[assignment]
+                t if i < limit else None for i, t in enumerate(real(idx, prefix))
+            ]
         t0 = time.perf_counter()
         rep = embed_root(copy, cfg)
         dt = time.perf_counter() - t0

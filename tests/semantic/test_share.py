@@ -134,3 +134,42 @@ def test_tampered_vectors_are_refused(
     # The flipped bit makes the last row's length wrong, seen before the checksum.
     assert "published vectors refused" in err and "row" in err
     assert not vectors_path(cons, snap, MODEL).exists()
+
+
+def test_push_publishes_only_the_configured_models_vectors(
+    sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = feed([("a:1", "Retry with backoff and jitter."), ("a:2", "Rotate keys monthly.")])
+    sem = _builder(sync_env, "sem", server.url, raw)
+    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
+    snap = read_current(sem)
+    # The builder switches models: the first model's file stays behind, complete.
+    cfg_path = sem / ".cce" / "config"
+    cfg_path.write_text(cfg_path.read_text().replace(f"model: {MODEL}", "model: newer-model"))
+    assert cli(capsys, "knowledge", "embed", "--dir", str(sem))[0] == 0
+    assert vectors_path(sem, snap, MODEL).exists()
+    assert vectors_path(sem, snap, "newer-model").exists()
+    rc, out, err = cli(capsys, "knowledge", "push", "--dir", str(sem), "--no-lfs")
+    assert rc == 0, err
+    assert "vectors    : newer-model" in out and MODEL not in out
+    vecs = [k for k in bare_ls(sync_env.bare, "knowledge/v1/kn/") if k.endswith(".vec")]
+    assert vecs == [vectors_key("kn", snap, "newer-model")]
+    # The published file is the configured model's, byte for byte.
+    assert bare_file(sync_env.bare, vecs[0]) == vectors_path(sem, snap, "newer-model").read_bytes()
+
+
+def test_push_without_semantic_publishes_no_vectors(
+    sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = feed([("a:1", "Retry with backoff and jitter.")])
+    sem = _builder(sync_env, "sem", server.url, raw)
+    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
+    snap = read_current(sem)
+    assert vectors_path(sem, snap, MODEL).exists()
+    # Semantic retrieval turned off: the leftover vectors stay local.
+    cfg_path = sem / ".cce" / "config"
+    cfg_path.write_text(cfg_path.read_text().split("  semantic:")[0])
+    rc, out, err = cli(capsys, "knowledge", "push", "--dir", str(sem), "--no-lfs")
+    assert rc == 0, err
+    assert "vectors" not in out
+    assert not [k for k in bare_ls(sync_env.bare, "knowledge/v1/kn/") if k.endswith(".vec")]

@@ -24,11 +24,13 @@ The provider comes from `knowledge.semantic` in .cce/config (provider: ollama or
 openai, url, model), each key overridable by CCE_EMBED_PROVIDER, CCE_EMBED_URL and
 CCE_EMBED_MODEL. An API key for an OpenAI-compatible server is read from
 CCE_EMBED_API_KEY only (never stored, never printed, never sent over plain http
-unless CCE_ALLOW_INSECURE_HTTP=1).
+unless CCE_ALLOW_INSECURE_HTTP=1). Each chunk is sent after the model's document
+prefix (its family's own, e.g. `search_document: ` for nomic-embed-text, or
+knowledge.semantic.document_prefix).
 
 Only chunks without a vector are sent, in batches of at most 64; a vector is keyed
-by provider, model and the sha256 of the exact text sent, so a rebuild embeds only
-what changed. Vectors go to ROOT/.cce/knowledge/vectors/ (written atomically); the
+by provider, model and the sha256 of the exact text sent (prefix included), so a
+rebuild embeds only what changed. Vectors go to ROOT/.cce/knowledge/vectors/ (written atomically); the
 store itself is never changed. A batch the provider rejects is skipped and named;
 the vectors that came back are kept either way.
 

@@ -71,6 +71,8 @@ SEMANTIC_ENV = {
     "url": "CCE_EMBED_URL",
     "model": "CCE_EMBED_MODEL",
 }
+#: Keys of `knowledge.semantic` read from the file only (their text kept as is).
+SEMANTIC_PREFIX_KEYS = ("query_prefix", "document_prefix")
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,14 @@ class SemanticSettings:
     """Seconds one request to the provider may take in all, from connecting to the
     last byte of the answer (a slow drip does not extend it); more than 0, at most
     86400. A request past it counts as the provider being unreachable."""
+    query_prefix: str | None = None
+    """Text put before every query sent to the model. Unset: the model family's own
+    instruction (e.g. `search_query: ` for nomic-embed-text, `query: ` for e5; see
+    docs/semantic.md); `""` sends none."""
+    document_prefix: str | None = None
+    """Text put before every chunk sent to the model. Unset: the model family's own
+    (e.g. `search_document: ` for nomic-embed-text, `passage: ` for e5); `""` sends
+    none. Changing it re-embeds every chunk (a vector is keyed by the text sent)."""
 
 
 @dataclass(frozen=True)
@@ -409,6 +419,9 @@ def _semantic(
     where = f"{path}: knowledge.semantic"
     raw = _semantic_keys(doc, path, problem, where)
     timeout = _semantic_timeout(raw.pop("timeout", None), where)
+    prefixes = {
+        k: check_prefix(raw.pop(k), f"{where}.{k}") for k in SEMANTIC_PREFIX_KEYS if k in raw
+    }
     for key, var in SEMANTIC_ENV.items():
         if env.get(var):
             raw[key] = env[var]
@@ -431,7 +444,14 @@ def _semantic(
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("http", "https"):
         raise ConfigError(f"{where}.url: {display_url(url)!r} is not an http(s) URL")
-    return SemanticSettings(provider=provider, url=url.rstrip("/"), model=model, timeout=timeout)  # type: ignore[arg-type]  # checked above
+    return SemanticSettings(
+        provider=provider,  # type: ignore[arg-type]  # checked above
+        url=url.rstrip("/"),
+        model=model,
+        timeout=timeout,
+        query_prefix=prefixes.get("query_prefix"),
+        document_prefix=prefixes.get("document_prefix"),
+    )
 
 
 def _semantic_keys(
@@ -445,11 +465,12 @@ def _semantic_keys(
         blk = block(doc, "knowledge")
         sem = mapping(blk.get("semantic")) if blk else None
         for key, node in (sem or {}).items():
-            if key not in SEMANTIC_ENV and key != "timeout":
+            if key not in SEMANTIC_ENV and key != "timeout" and key not in SEMANTIC_PREFIX_KEYS:
                 # By hand, not validate_value: pydantic's import would cost every
                 # search ~80 ms once semantic retrieval is configured.
                 raise ConfigError(
-                    f"{where}.{key}: unknown key (expected provider, url, model, timeout)"
+                    f"{where}.{key}: unknown key (expected provider, url, model, timeout, "
+                    "query_prefix, document_prefix)"
                 )
             value = as_opt_str(node)
             if value is not None:
@@ -473,6 +494,26 @@ def _semantic_timeout(text: str | None, where: str) -> float:
             f"{where}.timeout: {shown(t[:40])!r} is not a number of seconds "
             f"(more than 0, at most {MAX_SEMANTIC_TIMEOUT:g})"
         )
+    return value
+
+
+#: A prefix is an instruction of a few words; a longer one is surely a mistake.
+MAX_PREFIX_CHARS = 1024
+
+
+def check_prefix(value: str, where: str) -> str:
+    """A prefix as written (spaces and newlines matter), without control characters
+    other than newline and tab, at most MAX_PREFIX_CHARS characters."""
+    if len(value) > MAX_PREFIX_CHARS:
+        raise ConfigError(f"{where}: longer than {MAX_PREFIX_CHARS} characters")
+    for ch in value:
+        o = ord(ch)
+        if (o < 0x20 and ch not in "\n\t") or 0x7F <= o <= 0x9F:
+            raise ConfigError(f"{where}: control character U+{o:04X} is not allowed")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{where}: not valid text (a lone surrogate)") from None
     return value
 
 

@@ -155,16 +155,21 @@ def analyze(text: str) -> list[str]:
     out: list[str] = []
     prev: str | None = None
     pairs: list[str] = []
+    # The split cache is read inline: a function call per token cost more than the
+    # lookup itself (an index build analyses every token of the store).
+    cached = _SPLIT_CACHE.get
     for tok in _WORD.findall(text):
-        terms = _token_terms(tok)
-        out.extend(terms)
+        terms = cached(tok)
+        if terms is None:
+            terms = _token_terms(tok)
         if terms:
+            out += terms
             head = terms[0]
             if prev is not None:
                 pairs.append(_intern(prev + " " + head))
             prev = head
     if BIGRAMS:
-        out.extend(pairs)
+        out += pairs
     return out
 
 

@@ -79,6 +79,9 @@ def doc_fields(o: dict[str, Any]) -> list[Any]:
 #: Below this many live sections the reference sections are built in-process: a
 #: fork + result transfer costs more than it saves on a small store.
 PARALLEL_MIN_CHUNKS = 20_000
+#: The same for index and pull (`eager`), whose cores are idle once the store is
+#: written: the fork (~20-50 ms) pays from a few thousand sections (rfcs: 9,624).
+EAGER_MIN_CHUNKS = 2_000
 
 
 def _parallel_ok(n_chunks: int, workers: int | None, *, eager: bool = False) -> bool:
@@ -87,7 +90,8 @@ def _parallel_ok(n_chunks: int, workers: int | None, *, eager: bool = False) -> 
     idle unless `eager` (index and pull, whose store step already used every core)."""
     if workers is not None:
         return workers > 1 and hasattr(os, "fork")
-    if n_chunks < PARALLEL_MIN_CHUNKS or not hasattr(os, "fork") or threading.active_count() > 1:
+    least = EAGER_MIN_CHUNKS if eager else PARALLEL_MIN_CHUNKS
+    if n_chunks < least or not hasattr(os, "fork") or threading.active_count() > 1:
         return False
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -335,34 +339,28 @@ def _gather_sections(
     """Append one record's sections to `secs`; return the record's body term counts
     (None without sections), body length, lead terms and title."""
     get = ids.__getitem__
-    body: dict[str, int] | None = None
-    bl = 0
-    lead: list[str] = []
+    rec_terms: list[str] = []
     title = ""
     # A one-section record's section scores come from its record postings (body
     # tf) at query time: only records with several sections get section postings.
     several = len(idxs) > 1
+    # Batched appends: `array.extend` of an iterator converts item by item, while
+    # `fromlist` sizes once (the ids and counts of one record at a time).
+    tid: list[int] = []
+    tf: list[int] = []
     for i in idxs:
         start, end = view.span(i)
         o, _ = view.head_at(start, end)
         terms = analyze(o["content"])
-        cnt = Counter(terms)
         if several:
-            secs.tid.extend(map(get, cnt))
-            secs.tf.extend(cnt.values())
+            cnt = Counter(terms)
+            tid += map(get, cnt)
+            tf += cnt.values()
             secs.n.append(len(cnt))
         else:
             secs.n.append(0)
         secs.length.append(len(terms))
-        bl += len(terms)
-        if len(lead) < LEAD_TERMS:
-            lead.extend(terms[: LEAD_TERMS - len(lead)])
-        if body is None:
-            body = cnt
-        else:
-            body = body if type(body) is dict else dict(body)
-            for t, f in cnt.items():
-                body[t] = body.get(t, 0) + f
+        rec_terms += terms
         title = o["title"]  # facets come from the record's last chunk
         if inline_docs:
             secs.docs += doc_json(o)
@@ -373,7 +371,12 @@ def _gather_sections(
         tick()
         if len(secs.length) % _RELEASE_EVERY == 0:
             view.release()
-    return body, bl, lead, title
+    secs.tid.fromlist(tid)
+    secs.tf.fromlist(tf)
+    # The record's body counts are the sum of its sections', in first-seen order:
+    # exactly one count over the concatenated terms (in C, not a merge per section).
+    body = Counter(rec_terms) if idxs else None
+    return body, len(rec_terms), rec_terms[:LEAD_TERMS], title
 
 
 def _add_record(
@@ -403,14 +406,13 @@ def _add_record(
     row_l = [0] * len(keys)
     for t, f in lt.items():
         row_l[at[t]] = f
-    recs.tid.extend(map(get, keys))
-    recs.tf_title.extend(row_t)
-    recs.tf_body.extend(b.values())
-    recs.tf_body.extend([0] * (len(keys) - len(b)))
-    recs.tf_lead.extend(row_l)
+    recs.tid.fromlist(list(map(get, keys)))
+    recs.tf_title.fromlist(row_t)
+    recs.tf_body.fromlist([*b.values(), *([0] * (len(keys) - len(b)))])
+    recs.tf_lead.fromlist(row_l)
     recs.n.append(len(keys))
     t_set = set(t_terms)
-    recs.title_tid.extend(map(get, t_set))
+    recs.title_tid.fromlist(list(map(get, t_set)))
     recs.title_n.append(len(t_set))
     recs.title_len.append(len(t_terms))
     recs.body_len.append(body_len)

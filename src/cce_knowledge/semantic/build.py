@@ -1,8 +1,8 @@
 """Embed a root's chunks: the missing ones only, in batches, written atomically.
 
 A chunk's vector is keyed by the provider, the model and the sha256 of the exact
-text sent, so a rebuild embeds only what changed and a vector is reused across
-snapshots. A batch the provider rejects is skipped and named; an unreachable
+text sent (the model's document prefix included, so changing the prefix re-embeds),
+so a rebuild embeds only what changed and a vector is reused across snapshots. A batch the provider rejects is skipped and named; an unreachable
 provider stops the run; either way every vector that came back is written.
 
 Lazy imports: numpy loads only when vectors are made or written.
@@ -21,6 +21,7 @@ from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts, dir_lock
 from cce_knowledge.core.errors import CceError, ConfigError, StoreError
 from cce_knowledge.retrieval.search_index import INDEX_KEY, SearchIndex, open_or_build
+from cce_knowledge.semantic.prefixes import resolve
 from cce_knowledge.semantic.provider import MAX_BATCH, Provider, ProviderError, ProviderUnreachable
 from cce_knowledge.semantic.textprep import chunk_text, text_key
 from cce_knowledge.store.snapshots import load_current, no_store_message, read_current, store_path
@@ -93,11 +94,12 @@ def _active_index(root: Path) -> SearchIndex:
     return open_or_build(root, snapshot, lambda: load_current(root))
 
 
-def chunk_texts(idx: SearchIndex) -> list[str | None]:
+def chunk_texts(idx: SearchIndex, prefix: str = "") -> list[str | None]:
+    """The text sent for each chunk of `idx`, the document `prefix` in front."""
     out: list[str | None] = []
     for c in range(idx.n_chunks):
         doc = idx.doc(c)
-        out.append(chunk_text(doc[2], doc[4], doc[10]))
+        out.append(chunk_text(doc[2], doc[4], doc[10], prefix))
     return out
 
 
@@ -152,7 +154,7 @@ def embed_root(
     root_p = Path(root)
     idx = _active_index(root_p)
     snapshot = idx.snapshot
-    texts = chunk_texts(idx)
+    texts = chunk_texts(idx, resolve(cfg).document)
     keys = [text_key(t) if t is not None else ZERO_KEY for t in texts]
     own = provider is None
     prov = Provider(cfg) if provider is None else provider

@@ -35,6 +35,7 @@ from cce_knowledge.core.rustcompat import rs_trim
 from cce_knowledge.retrieval.hits import Hit, finish_hits
 from cce_knowledge.retrieval.rankings import hybrid_fallback_note
 from cce_knowledge.retrieval.search_index import INDEX_KEY, SearchIndex
+from cce_knowledge.semantic.prefixes import resolve
 from cce_knowledge.semantic.textprep import cut_utf8, is_binary
 
 if TYPE_CHECKING:
@@ -219,7 +220,8 @@ def hybrid_search(
         state.close()
         state.provider, state.provider_cfg = Provider(cfg), cfg
     try:
-        qv = state.provider.embed([cut_utf8(query)])[0]
+        # The model's query instruction in front (its card's; knowledge.semantic overrides).
+        qv = state.provider.embed([cut_utf8(resolve(cfg).query + query)])[0]
     except ProviderError as e:
         # Say so when the key was held back: a 401 alone would not tell the user why.
         held = f"; {state.provider.key_note}" if state.provider.key_note else ""

@@ -281,7 +281,7 @@ def push_corpus(
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
-        _publish(cache, root, out, res, use_lfs, key)
+        _publish(cache, root, out, res, use_lfs, key, _vector_model(settings))
         _retain(cache, res, policy)
         res.report = success_report(res, policy)
     return res
@@ -327,8 +327,10 @@ def _publish(
     res: PushResult,
     use_lfs: bool,
     key: SigningKey | None = None,
+    vector_model: str | None = None,
 ) -> None:
-    """The one publish commit: artifact, `current`, corpus.json, any vectors and, with a
+    """The one publish commit: artifact, `current`, corpus.json, the vectors of
+    `vector_model` (the configured embedding model) if there are any and, with a
     signing key, the signed statement."""
     corpus_id, m = res.corpus_id, out.manifest
     if use_lfs:
@@ -339,7 +341,7 @@ def _publish(
         (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
         (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
     ]
-    entries += _vector_entries(cache, root, res, use_lfs)
+    entries += _vector_entries(cache, root, res, use_lfs, vector_model)
     if key is not None:
         entries += _signed_entries(cache, out, res, entries[3:], key)
     for k, _ in entries:
@@ -351,12 +353,27 @@ def _publish(
     res.published = True
 
 
-def _vector_entries(
-    cache: GitCache, root: str | os.PathLike[str], res: PushResult, use_lfs: bool
-) -> list[tuple[str, bytes]]:
-    """Vectors (ours) travel beside the artifact, never inside it (sync/vector_share.py)."""
+def _vector_model(settings: Settings) -> str | None:
+    """The configured embedding model, whose vectors (only) are published; None when
+    semantic retrieval is off or misconfigured."""
+    try:
+        cfg = settings.knowledge.semantic_config()
+    except CceError:
+        return None
+    return cfg.model if cfg is not None else None
 
-    vectors = outgoing_vectors(root, res.snapshot)
+
+def _vector_entries(
+    cache: GitCache,
+    root: str | os.PathLike[str],
+    res: PushResult,
+    use_lfs: bool,
+    model: str | None,
+) -> list[tuple[str, bytes]]:
+    """Vectors (ours) travel beside the artifact, never inside it (sync/vector_share.py):
+    the configured model's only."""
+
+    vectors = outgoing_vectors(root, res.snapshot, model)
     if vectors and use_lfs:
         cache.ensure_attribute(VEC_ATTR_LINE, "*.vec", "cce sync: enable git-LFS for *.vec")
     res.vectors = [model for model, _ in vectors]

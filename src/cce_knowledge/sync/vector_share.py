@@ -16,7 +16,6 @@ import hashlib
 import io
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cce_knowledge.core.atomic import atomic_write_parts
@@ -49,22 +48,26 @@ def vectors_key(corpus_id: str, snapshot: str, model: str) -> str:
     return f"{vectors_prefix(corpus_id)}/{snapshot}-{model_key(model)}.vec"
 
 
-def outgoing_vectors(root: str | os.PathLike[str], snapshot: str) -> list[tuple[str, bytes]]:
-    """(model, bytes) of every complete-enough local vectors file of `snapshot`: valid,
-    checksum verified, at least one vector."""
-    out = []
-    for snap, _mk, path in list_files(root):
-        if snap != snapshot:
-            continue
-        try:
-            data = Path(path).read_bytes()  # read once: verified and published as is
-            vf = VectorFile(data, verify=True, where=str(path))
-        except (OSError, StoreError):
-            continue
-        if vf.meta.snapshot != snapshot or vf.present() == 0:
-            continue
-        out.append((vf.meta.model, data))
-    return out
+def outgoing_vectors(
+    root: str | os.PathLike[str], snapshot: str, model: str | None
+) -> list[tuple[str, bytes]]:
+    """(model, bytes) of the local vectors file of `snapshot` made by `model` (the
+    configured one; None: semantic retrieval is off, nothing is published) when it is
+    complete enough: valid, checksum verified, at least one vector. Files another
+    model left behind stay local: a consumer pulls only its own model's vectors, and a
+    leftover would be published with every snapshot."""
+    if not model:
+        return []
+    path = vectors_path(root, snapshot, model)
+    try:
+        data = path.read_bytes()  # read once: verified and published as is
+        vf = VectorFile(data, verify=True, where=str(path))
+    except (OSError, StoreError):
+        return []
+    m = vf.meta
+    if m.snapshot != snapshot or m.model != model or vf.present() == 0:
+        return []
+    return [(m.model, data)]
 
 
 def stale_vector_keys(cache: GitCache, corpus_id: str) -> list[str]:
