@@ -92,7 +92,7 @@ def _push(args: argparse.Namespace) -> int:
 
 def _pull(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.retrieval.search_index import build_step
+    from cce_knowledge.retrieval.search_index import build_step, ensure_step
     from cce_knowledge.sync.pull import pull_corpus
 
     settings = load_settings(args.dir)
@@ -104,6 +104,7 @@ def _pull(args: argparse.Namespace) -> int:
         force=args.force,
         remote=args.remote,
         after_install=lambda snap: build_step(args.dir, snap),
+        if_current=lambda snap: ensure_step(args.dir, snap),
     )
     if args.json:
         _json(
@@ -116,6 +117,7 @@ def _pull(args: argparse.Namespace) -> int:
                 "remote": res.remote,
                 "snapshot": res.snapshot,
                 "store": res.store_display,
+                "up_to_date": res.up_to_date,
             }
         )
     else:
@@ -183,19 +185,26 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "its checksum, and install a byte-identical store under <dir>/.cce/knowledge/ with a\n"
             "synced.json marker. `current` moves last, so a failed pull never touches the\n"
             "active store.\n\n"
+            "When the installed store already is that snapshot (synced.json, `current` and the\n"
+            'store\'s recorded sha256 agree), the pull says "up to date", fetches no artifact\n'
+            "and rewrites nothing under .cce/knowledge/ (--force reinstalls). Without --corpus\n"
+            "and knowledge.sync.corpus_id, the cache's only corpus is pulled.\n\n"
             "With an embedding provider configured (knowledge.semantic, or CCE_EMBED_MODEL),\n"
             "vectors the corpus published for that model are installed too, and chunks still\n"
             "without one are embedded (a provider that is down is a warning, never a failed\n"
             "pull; docs/semantic.md)."
         ),
-        epilog=_EXIT.format(ok="installed"),
+        epilog=_EXIT.format(ok="installed or up to date"),
     )
-    add_corpus(q)
+    add_corpus(q, "corpus id (default: knowledge.sync.corpus_id, else the cache's only corpus)")
     g = q.add_mutually_exclusive_group()
     g.add_argument("--latest", action="store_true", help="the remote `current` (the default)")
     g.add_argument("--snapshot", metavar="ID", help="a specific published snapshot")
     q.add_argument(
-        "--force", action="store_true", help="replace a store that came from a different corpus"
+        "--force",
+        action="store_true",
+        help="fetch and reinstall even when the snapshot is already installed, and replace "
+        "a store that came from a different corpus",
     )
     add_remote(q)
     add_dir(q)

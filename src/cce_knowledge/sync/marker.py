@@ -163,3 +163,12 @@ def installed_snapshot(root: str | os.PathLike[str], corpus_id: str) -> str | No
     except OSError:
         return None
     return m.snapshot
+
+
+def is_installed(root: str | os.PathLike[str], corpus_id: str, snapshot: str) -> bool:
+    """`installed_snapshot(root, corpus_id) == snapshot`, without hashing the store when
+    the marker already names another snapshot (the usual case of a pull that has work)."""
+    m = read_marker_lenient(root)
+    if m is None or m.corpus_id != corpus_id or m.snapshot != snapshot:
+        return False
+    return installed_snapshot(root, corpus_id) == snapshot

@@ -23,14 +23,18 @@ from cce_knowledge.config.settings import Settings
 from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
+from cce_knowledge.core.nearest import nearest_first
 from cce_knowledge.core.rustcompat import rs_trim
-from cce_knowledge.core.untrusted import open_regular
+from cce_knowledge.core.untrusted import open_regular, shown
 from cce_knowledge.store.snapshots import (
     display_dir,
+    ensure_self_ignored,
     knowledge_dir,
     prune_other_snapshots,
+    store_path,
     writer_lock,
 )
+from cce_knowledge.store.view import open_view
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.accelerator import NotCanonical, stream_store_parts
 from cce_knowledge.sync.artifact_check import StoreScan, check_manifest
@@ -42,7 +46,10 @@ from cce_knowledge.sync.cck import (
 from cce_knowledge.sync.local_read import open_local
 from cce_knowledge.sync.marker import (
     SyncMarker,
+    is_installed,
+    read_marker_lenient,
     read_marker_strict,
+    read_pulled_from,
     write_marker,
     write_pulled_from,
 )
@@ -65,11 +72,21 @@ class PullResult:
     store_display: str = ""
     #: non-fatal problems after the install (printed on stderr by the CLI)
     warnings: list[str] = field(default_factory=list)
-    #: the derived search index built with the store
+    #: the derived search index built with the store (or found fresh, when up to date)
     search: SearchBuild | None = None
+    #: the installed store already was this snapshot: nothing was fetched or installed
+    up_to_date: bool = False
 
     @property
     def report(self) -> str:
+        if self.up_to_date:
+            return (
+                f"Up to date: corpus {self.corpus_id}@{self.snapshot} is already installed\n"
+                f"  records  : {self.records} · chunks : {self.chunks}\n"
+                f"  checksum : {self.checksum}\n"
+                f"  store    : {self.store_display} (nothing fetched or rewritten; "
+                "--force reinstalls)\n"
+            )
         return (
             f"Pulled corpus {self.corpus_id}@{self.snapshot}\n"
             f"  records  : {self.records} · chunks : {self.chunks}\n"
@@ -83,6 +100,21 @@ def no_pointer(corpus_id: str) -> str:
         f"no `current` pointer for corpus {corpus_id} on the remote — has anything been pushed? "
         f"(`cce knowledge push --corpus {corpus_id}`)"
     )
+
+
+def not_in_cache(corpus_id: str, corpora: list[str]) -> str:
+    """A corpus the cache does not hold, with the ones it does, nearest first."""
+    near = nearest_first(corpus_id, corpora, limit=_LISTED)
+    listed = ", ".join(shown(c) for c in near)
+    more = f" and {len(corpora) - len(near)} more" if len(corpora) > len(near) else ""
+    return (
+        f"corpus `{shown(corpus_id)}` is not in the cache, which holds (nearest first): "
+        f"{listed}{more} — pass one of them as --corpus (`cce sync list` shows them all)"
+    )
+
+
+#: How many corpus ids an error lists (a cache is untrusted: it may hold thousands).
+_LISTED = 10
 
 
 def check_marker_guard(root: str | os.PathLike[str], corpus_id: str) -> None:
@@ -143,6 +175,7 @@ def install(
     scan = StoreScan(key, manifest)
     try:
         d.mkdir(parents=True, exist_ok=True)
+        ensure_self_ignored(root)
         parts = (store_bytes,) if isinstance(store_bytes, bytes) else store_bytes
         # The artifact is verified as it is rendered: both happen while these bytes flow.
         with progress.task("pull: verify + render", unit="B") as bar:
@@ -215,10 +248,16 @@ def _keyed(key: str, parts: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def _locate_in_place(
-    root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
-) -> tuple[str, str, bytes | Path] | None:
-    """(snapshot, key, artifact source) read straight from a remote on this machine, or
-    None to take the working-clone path (which then decides every error)."""
+    root: str | os.PathLike[str],
+    rem: Remote,
+    corpus_id: str,
+    snapshot: str | None,
+    force: bool,
+    installed: Callable[[str], bool],
+) -> tuple[str, str, bytes | Path | None] | None:
+    """(snapshot, key, artifact source) read straight from a remote on this machine (no
+    source when `installed` vouches for the remote `current`), or None to take the
+    working-clone path (which then decides every error)."""
     direct = open_local(rem.url)
     if direct is None:
         return None
@@ -228,6 +267,8 @@ def _locate_in_place(
         if not snapshot:
             return None
         K.check_remote_pointer(corpus_id, snapshot)
+        if installed(snapshot):
+            return snapshot, K.artifact_key(corpus_id, snapshot), None
     if not force:
         check_marker_guard(root, corpus_id)
     key = K.artifact_key(corpus_id, snapshot)
@@ -236,11 +277,17 @@ def _locate_in_place(
 
 
 def _fetch(
-    root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
-) -> tuple[str, str, bytes | Path]:
+    root: str | os.PathLike[str],
+    rem: Remote,
+    corpus_id: str,
+    snapshot: str | None,
+    force: bool,
+    installed: Callable[[str], bool],
+) -> tuple[str, str, bytes | Path | None]:
     """(snapshot, artifact key, artifact source): read in place from a remote on this
-    machine, else fetched into the working clone."""
-    found = _locate_in_place(root, rem, corpus_id, snapshot, force)
+    machine, else fetched into the working clone. No source, and nothing fetched, when
+    the remote `current` is the snapshot `installed` vouches for."""
+    found = _locate_in_place(root, rem, corpus_id, snapshot, force, installed)
     if found is not None:
         return found
 
@@ -253,14 +300,91 @@ def _fetch(
             try:
                 snapshot = cache.read_text(ptr)
             except CceError as e:
+                corpora = cache.list_corpora()
+                if corpora and corpus_id not in corpora:
+                    raise SyncError(not_in_cache(corpus_id, corpora)) from e
                 raise SyncError(no_pointer(corpus_id)) from e
             if snapshot:
                 K.check_remote_pointer(corpus_id, snapshot)
+                if installed(snapshot):
+                    return snapshot, K.artifact_key(corpus_id, snapshot), None
         if not force:
             check_marker_guard(root, corpus_id)
         key = K.artifact_key(corpus_id, snapshot)
         source = cache.artifact_source(key)
     return snapshot, key, source
+
+
+def _cache_corpora(rem: Remote) -> list[str]:
+    """The corpus ids the cache holds (read in place from a remote on this machine)."""
+    direct = open_local(rem.url)
+    if direct is not None:
+        names = direct.dir_names(K.PREFIX)
+        if names is not None:
+            return sorted(names)
+    from cce_knowledge.sync.clone import open_cache
+
+    with open_cache(rem) as cache:
+        return cache.list_corpora()
+
+
+def _resolve_corpus(settings: Settings, cli: str | None, rem: Remote) -> str:
+    """`--corpus`, else `knowledge.sync.corpus_id`, else the cache's only corpus (as
+    `cce sync pull --all` chooses); an error listing them when it holds several."""
+    if cli is not None or settings.knowledge.sync.corpus_id:
+        return K.check_corpus_id(K.resolve_corpus_id(settings, cli))
+    corpora = _cache_corpora(rem)
+    valid = [c for c in corpora if K.valid_corpus_id(c)]
+    if len(valid) == 1:
+        return valid[0]
+    try:
+        K.resolve_corpus_id(settings, cli)
+    except SyncError as e:
+        if not corpora:
+            raise SyncError(f"{e.message}; the cache at {rem.display} holds no corpus yet") from e
+        near = nearest_first("", corpora, limit=_LISTED)
+        more = f" and {len(corpora) - len(near)} more" if len(corpora) > len(near) else ""
+        raise SyncError(
+            f"{e.message}; the cache holds {', '.join(shown(c) for c in near)}{more}"
+        ) from e
+    raise AssertionError("unreachable: no corpus id was configured")
+
+
+def _up_to_date(
+    root: str | os.PathLike[str],
+    corpus_id: str,
+    snapshot: str,
+    rem: Remote,
+    if_current: Callable[[str], SearchBuild] | None,
+) -> PullResult:
+    """The result of a pull whose snapshot is already installed and intact: nothing is
+    fetched, and nothing under .cce/knowledge/ is written unless something derived is
+    missing (the search index, the record of the remote)."""
+    marker = read_marker_lenient(root)
+    path = store_path(root, snapshot)
+    view = open_view(path)
+    warnings: list[str] = []
+    if read_pulled_from(root, corpus_id) != rem.display:
+        try:
+            with writer_lock(root, "knowledge pull"):
+                write_pulled_from(root, corpus_id, rem.display)
+        except OSError as e:
+            warnings.append(f"could not record where the corpus came from: {e}")
+    return PullResult(
+        corpus_id=corpus_id,
+        snapshot=snapshot,
+        checksum=marker.checksum if marker is not None else "",
+        records=view.records,
+        chunks=view.chunk_count,
+        store_path=path,
+        installed_sha256=marker.installed_sha256 if marker is not None else None,
+        remote=rem.display,
+        store_display=f"{display_dir(root)}/{snapshot}.json",
+        warnings=warnings,
+        # Only a missing or stale index is built (under the writer lock, by the callee).
+        search=if_current(snapshot) if if_current is not None else None,
+        up_to_date=True,
+    )
 
 
 def pull_corpus(
@@ -272,17 +396,42 @@ def pull_corpus(
     *,
     settings: Settings,
     after_install: Callable[[str], SearchBuild] | None = None,
+    if_current: Callable[[str], SearchBuild] | None = None,
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`.
 
+    When the installed store already is that snapshot of that corpus, intact (marker,
+    `current` and the store's recorded sha256 agree), nothing is fetched or written: the
+    result says `up_to_date` and `if_current(snapshot)` runs (without the writer lock:
+    it takes it if it writes). `force` reinstalls regardless, and replaces a store
+    from another corpus.
+
+    Without `corpus` and `knowledge.sync.corpus_id`, the cache's only corpus is pulled.
     `after_install(snapshot)` runs under the writer lock once the store is active (the
     CLI builds the search index). `settings`: the root's, loaded by the caller."""
-    corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
+    if corpus is None and not settings.knowledge.sync.corpus_id:
+        try:
+            rem: Remote = resolve_remote(settings, remote)
+        except CceError:
+            K.resolve_corpus_id(settings, corpus)  # no remote to ask either: the corpus error
+            raise
+        corpus_id = _resolve_corpus(settings, corpus, rem)
+    else:
+        corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
+        rem = resolve_remote(settings, remote)
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
-    rem: Remote = resolve_remote(settings, remote)
+
+    def up_to_date(snap: str) -> bool:
+        return not force and is_installed(root, corpus_id, snap)
+
+    if snapshot is not None and up_to_date(snapshot):
+        return _up_to_date(root, corpus_id, snapshot, rem, if_current)
     with progress.phase("pull: fetch"):
-        snapshot, key, source = _fetch(root, rem, corpus_id, snapshot, force)
+        snapshot, key, fetched = _fetch(root, rem, corpus_id, snapshot, force, up_to_date)
+    if fetched is None:
+        return _up_to_date(root, corpus_id, snapshot, rem, if_current)
+    source: bytes | Path = fetched
     # One writer per root: a concurrent pull's cleanup must not delete what this one
     # installs, nor the other way round (index and `sync pull --all` take it too).
     with writer_lock(root, "knowledge pull"):
