@@ -69,14 +69,18 @@ def best_lines(
     content: str, first_line: int, query: Query, size: int = SNIPPET_LINES
 ) -> list[SnippetLine]:
     """The `size` consecutive non-blank lines of `content` covering the most query
-    terms (the earliest such run on a tie; the first lines when nothing matches)."""
+    terms; the first lines when nothing matches.
+
+    Windows that tie come in runs (the windows sliding over one matching line all
+    cover it): the middle window of the first best run is taken, so the matching line
+    shows with its context on both sides, as grep's `-C` does."""
     lines = [ln for ln in section_lines(content, first_line) if ln.text.strip()]
     if len(lines) <= size:
         return lines
     found: list[frozenset[str]] = [query.line_terms(ln.text) for ln in lines]
     counts: dict[str, int] = {}
     score = 0
-    best, best_at = -1, 0
+    scores: list[int] = []  # scores[j]: the window starting at non-blank line j
     for i, terms in enumerate(found):
         for t in terms:  # the line enters the window
             counts[t] = counts.get(t, 0) + 1
@@ -87,9 +91,15 @@ def best_lines(
                 counts[t] -= 1
                 if counts[t] == 0:
                     score -= _weight((t,))
-        if i >= size - 1 and score > best:
-            best, best_at = score, i - size + 1
-    return lines[best_at : best_at + size]
+        if i >= size - 1:
+            scores.append(score)
+    best = max(scores)
+    start = scores.index(best)
+    end = start
+    while end + 1 < len(scores) and scores[end + 1] == best:
+        end += 1
+    at = 0 if best == 0 else (start + end) // 2
+    return lines[at : at + size]
 
 
 def clip(text: str, spans: Sequence[tuple[int, int]], width: int) -> tuple[str, int, int]:
