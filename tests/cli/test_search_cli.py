@@ -79,6 +79,7 @@ def test_json_output_fields(root: Path, capsys: pytest.CaptureFixture[str]) -> N
         "url",
         "state",
         "updated_at",
+        "snippet",
         "content",
     }
     assert hits[0]["lines"] == [1, 3] and hits[0]["rank"] == 1
