@@ -16,6 +16,7 @@ from typing import Any
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.nearest import closest
 from cce_knowledge.core.untrusted import shown
+from cce_knowledge.engine.redaction.modes import redact_for_display
 from cce_knowledge.store.snapshots import no_store_message, read_current, store_path
 from cce_knowledge.store.view import LoadedView, StoreView, open_view
 
@@ -60,12 +61,6 @@ class CitedSection:
         }
 
 
-def _display(record_id: str) -> str:
-    from cce_knowledge.engine.redaction.modes import redact_for_display
-
-    return redact_for_display(record_id)
-
-
 def _open(root: str | os.PathLike[str]) -> StoreView:
     try:
         snapshot = read_current(root)
@@ -99,7 +94,7 @@ _FACETS = (
 def _section(view: StoreView, i: int) -> CitedSection:
     head = _head(view, i)
     return CitedSection(
-        record_id=_display(head["record_id"]),
+        record_id=redact_for_display(head["record_id"]),
         chunk_id=head["chunk_id"],
         start_line=head["start_line"],
         end_line=head["end_line"],
@@ -128,7 +123,7 @@ def _record(view: StoreView, wanted: str) -> str | None:
     if view.same_record(wanted):
         return wanted
     for rid in dict.fromkeys(view.record_ids):
-        if _display(rid) == wanted:
+        if redact_for_display(rid) == wanted:
             return rid
     return None
 
@@ -158,7 +153,9 @@ def find_section(root: str | os.PathLike[str], citation: str) -> CitedSection:
         if near is None:
             hint = "no record id is close to it"
         else:
-            hint = f"the closest record is {shown(_display(near))} ({_listing(view, near)})"
+            hint = (
+                f"the closest record is {shown(redact_for_display(near))} ({_listing(view, near)})"
+            )
         raise StoreError(
             f"no record `{shown(wanted)}` in the installed store; {hint} — "
             "`cce knowledge search` prints citations"
@@ -168,6 +165,6 @@ def find_section(root: str | os.PathLike[str], citation: str) -> CitedSection:
         if (sec.start_line, sec.end_line) == (start, end):
             return sec
     raise StoreError(
-        f"record {shown(_display(rid))} has no section at lines {start}-{end}; its sections: "
+        f"record {shown(redact_for_display(rid))} has no section at lines {start}-{end}; its sections: "
         f"{_listing(view, rid)}"
     )

@@ -322,6 +322,7 @@ def _cache_corpora(rem: Remote) -> list[str]:
         names = direct.dir_names(K.PREFIX)
         if names is not None:
             return sorted(names)
+    # GitPython only here, as in `_fetch`: the in-place read above does without it.
     from cce_knowledge.sync.clone import open_cache
 
     with open_cache(rem) as cache:
