@@ -149,13 +149,13 @@ def find_section(root: str | os.PathLike[str], citation: str) -> CitedSection:
     wanted, start, end = m.group(1), int(m.group(2)), int(m.group(3))
     rid = _record(view, wanted)
     if rid is None:
-        near = closest(wanted, dict.fromkeys(view.record_ids))
+        # Compared as shown: the user typed (or mistyped) what search printed.
+        shown_ids = {redact_for_display(r): r for r in dict.fromkeys(view.record_ids)}
+        near = closest(wanted, shown_ids)
         if near is None:
             hint = "no record id is close to it"
         else:
-            hint = (
-                f"the closest record is {shown(redact_for_display(near))} ({_listing(view, near)})"
-            )
+            hint = f"the closest record is {shown(near)} ({_listing(view, shown_ids[near])})"
         raise StoreError(
             f"no record `{shown(wanted)}` in the installed store; {hint} — "
             "`cce knowledge search` prints citations"
