@@ -115,11 +115,20 @@ def test_a_deleted_search_index_is_rebuilt_and_nothing_else_is_written(
     assert any(k.startswith("search/") and k.endswith(".idx") for k in after)
 
 
-def test_a_new_snapshot_or_a_damaged_store_is_pulled(
+SECRET_BODY = "Rotate it.\n\nDB_PASSWORD=hunter2-correct-horse-battery"
+
+
+def test_a_new_snapshot_a_republished_one_or_a_damaged_store_is_pulled(
     sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = sync_env
-    push(env, capsys, "c1", feed(["a", "b"]))
+    raw = feed(["a", ("b", SECRET_BODY)])
+    prod = env.root("producer-c1")
+    (prod / "feed.jsonl").write_bytes(raw)
+    r = cce("knowledge", "index", str(prod / "feed.jsonl"), "--dir", str(prod))
+    assert r.returncode == 0, r.stderr
+    r = cce("knowledge", "push", "--corpus", "c1", "--remote", env.url, "--dir", str(prod))
+    assert r.returncode == 0, r.stderr
     cons = env.root("consumer")
     args = ("knowledge", "pull", "--corpus", "c1", "--remote", env.url, "--dir", str(cons))
     assert cce(*args).returncode == 0
@@ -132,6 +141,21 @@ def test_a_new_snapshot_or_a_damaged_store_is_pulled(
     healed = cce(*args)
     assert healed.stdout.startswith("Pulled corpus c1@"), healed.stderr
     assert store.read_bytes() == good
+    # The same feed indexed again another way (here: the reference's redaction) and
+    # re-published is the same snapshot id but another artifact: pulled, not "up to date".
+    assert cce(*args).stdout.startswith("Up to date:")
+    prod = env.root("producer-c1")
+    r = cce("knowledge", "index", str(prod / "feed.jsonl"), "--dir", str(prod), "--redaction",
+            "reference")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (prod / ".cce" / "knowledge" / f"{snap}.json").read_bytes() != good
+    # (push refuses to overwrite a published snapshot with different bytes unless --force)
+    r = cce("knowledge", "push", "--corpus", "c1", "--remote", env.url, "--dir", str(prod),
+            "--force")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    again = cce(*args)
+    assert again.stdout.startswith(f"Pulled corpus c1@{snap}\n"), again.stderr
+    assert store.read_bytes() != good
     # A new snapshot on the remote is pulled.
     push(env, capsys, "c1", feed(["a", "b", "c"]))
     newer = cce(*args)
@@ -143,6 +167,10 @@ def test_pull_without_corpus_takes_the_caches_only_one_and_a_typo_lists_the_corp
     sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = sync_env
+    empty = cce("knowledge", "pull", "--corpus", "acme-docs", "--remote", env.url,
+                "--dir", str(env.root("early")))  # fmt: skip
+    assert empty.returncode == 1
+    assert "no `current` pointer for corpus acme-docs on the remote — has anything" in empty.stderr
     push(env, capsys, "acme-docs", feed(["a"]))
     cons = env.root("consumer")
     only = cce("knowledge", "pull", "--remote", env.url, "--dir", str(cons))

@@ -163,6 +163,18 @@ class LocalRepo:
                     self._root_tree = bytes.fromhex(head.decode())
         return self._root_tree if isinstance(self._root_tree, bytes) else None
 
+    def entry_id(self, key: str) -> str | None:
+        """The hex object id of the regular file at `key` on the branch tip (its blob is
+        not read)."""
+        sha = self._tree()
+        parts = key.split("/")
+        for i, name in enumerate(parts):
+            tree = self._object(sha, b"tree") if sha is not None else None
+            if tree is None:
+                return None
+            sha = _tree_entry(tree, name.encode(), want_tree=i < len(parts) - 1)
+        return None if sha is None else sha.hex()
+
     def blob(self, key: str) -> bytes | None:
         """The blob at `key` (a `/`-separated path) on the branch tip."""
         sha = self._tree()

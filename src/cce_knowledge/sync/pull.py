@@ -247,16 +247,24 @@ def _keyed(key: str, parts: Iterator[bytes]) -> Iterator[bytes]:
         raise CckError(f"{key}: {e.message}") from e
 
 
+#: What a pull found on the remote: (snapshot, artifact key, artifact source, artifact
+#: id). No source when the installed store already is that artifact (nothing fetched).
+#: The artifact id is the git object id of the key's blob on the remote (for an LFS
+#: artifact, its pointer's, which changes with the object's sha256): a snapshot id alone
+#: names a feed, and the same feed indexed again (another redaction mode, say) is a
+#: different store under the same snapshot id.
+Found = tuple[str, str, bytes | Path | None, str | None]
+
+
 def _locate_in_place(
     root: str | os.PathLike[str],
     rem: Remote,
     corpus_id: str,
     snapshot: str | None,
     force: bool,
-    installed: Callable[[str], bool],
-) -> tuple[str, str, bytes | Path | None] | None:
-    """(snapshot, key, artifact source) read straight from a remote on this machine (no
-    source when `installed` vouches for the remote `current`), or None to take the
+    installed: Callable[[str, str | None], bool],
+) -> Found | None:
+    """What a remote on this machine offers, read straight from it, or None to take the
     working-clone path (which then decides every error)."""
     direct = open_local(rem.url)
     if direct is None:
@@ -267,13 +275,14 @@ def _locate_in_place(
         if not snapshot:
             return None
         K.check_remote_pointer(corpus_id, snapshot)
-        if installed(snapshot):
-            return snapshot, K.artifact_key(corpus_id, snapshot), None
     if not force:
         check_marker_guard(root, corpus_id)
     key = K.artifact_key(corpus_id, snapshot)
+    artifact = direct.entry_id(key)
+    if artifact is not None and installed(snapshot, artifact):
+        return snapshot, key, None, artifact
     source = direct.artifact_in_place(key)
-    return None if source is None else (snapshot, key, source)
+    return None if source is None else (snapshot, key, source, artifact)
 
 
 def _fetch(
@@ -282,11 +291,10 @@ def _fetch(
     corpus_id: str,
     snapshot: str | None,
     force: bool,
-    installed: Callable[[str], bool],
-) -> tuple[str, str, bytes | Path | None]:
-    """(snapshot, artifact key, artifact source): read in place from a remote on this
-    machine, else fetched into the working clone. No source, and nothing fetched, when
-    the remote `current` is the snapshot `installed` vouches for."""
+    installed: Callable[[str, str | None], bool],
+) -> Found:
+    """The artifact: read in place from a remote on this machine, else fetched into the
+    working clone; not fetched at all when `installed` vouches for it."""
     found = _locate_in_place(root, rem, corpus_id, snapshot, force, installed)
     if found is not None:
         return found
@@ -306,13 +314,14 @@ def _fetch(
                 raise SyncError(no_pointer(corpus_id)) from e
             if snapshot:
                 K.check_remote_pointer(corpus_id, snapshot)
-                if installed(snapshot):
-                    return snapshot, K.artifact_key(corpus_id, snapshot), None
         if not force:
             check_marker_guard(root, corpus_id)
         key = K.artifact_key(corpus_id, snapshot)
+        artifact = cache.blob_id(key)
+        if artifact is not None and installed(snapshot, artifact):
+            return snapshot, key, None, artifact
         source = cache.artifact_source(key)
-    return snapshot, key, source
+    return snapshot, key, source, artifact
 
 
 def _cache_corpora(rem: Remote) -> list[str]:
@@ -356,6 +365,7 @@ def _up_to_date(
     corpus_id: str,
     snapshot: str,
     rem: Remote,
+    artifact: str | None,
     if_current: Callable[[str], SearchBuild] | None,
 ) -> PullResult:
     """The result of a pull whose snapshot is already installed and intact: nothing is
@@ -368,7 +378,7 @@ def _up_to_date(
     if read_pulled_from(root, corpus_id) != rem.display:
         try:
             with writer_lock(root, "knowledge pull"):
-                write_pulled_from(root, corpus_id, rem.display)
+                write_pulled_from(root, corpus_id, rem.display, artifact)
         except OSError as e:
             warnings.append(f"could not record where the corpus came from: {e}")
     return PullResult(
@@ -401,8 +411,10 @@ def pull_corpus(
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`.
 
-    When the installed store already is that snapshot of that corpus, intact (marker,
-    `current` and the store's recorded sha256 agree), nothing is fetched or written: the
+    When the installed store already is that snapshot of that corpus, pulled from the
+    same artifact (the remote blob's object id recorded in pulled-from.json) and intact
+    (marker, `current` and the store's recorded sha256 agree), nothing is fetched or
+    written: the
     result says `up_to_date` and `if_current(snapshot)` runs (without the writer lock:
     it takes it if it writes). `force` reinstalls regardless, and replaces a store
     from another corpus.
@@ -423,15 +435,13 @@ def pull_corpus(
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
 
-    def up_to_date(snap: str) -> bool:
-        return not force and is_installed(root, corpus_id, snap)
+    def up_to_date(snap: str, artifact: str | None) -> bool:
+        return not force and is_installed(root, corpus_id, snap, artifact)
 
-    if snapshot is not None and up_to_date(snapshot):
-        return _up_to_date(root, corpus_id, snapshot, rem, if_current)
     with progress.phase("pull: fetch"):
-        snapshot, key, fetched = _fetch(root, rem, corpus_id, snapshot, force, up_to_date)
+        snapshot, key, fetched, artifact = _fetch(root, rem, corpus_id, snapshot, force, up_to_date)
     if fetched is None:
-        return _up_to_date(root, corpus_id, snapshot, rem, if_current)
+        return _up_to_date(root, corpus_id, snapshot, rem, artifact, if_current)
     source: bytes | Path = fetched
     # One writer per root: a concurrent pull's cleanup must not delete what this one
     # installs, nor the other way round (index and `sync pull --all` take it too).
@@ -442,7 +452,7 @@ def pull_corpus(
             manifest, path, installed = _import_and_install(root, key, data, corpus_id, snapshot)
         warnings: list[str] = []
         try:
-            write_pulled_from(root, corpus_id, rem.display)
+            write_pulled_from(root, corpus_id, rem.display, artifact)
         except OSError as e:  # the store is installed; only `status`'s remote line lacks it
             warnings.append(f"could not record where the corpus came from: {e}")
         # Under the same lock: the first search after a pull needs no build.
