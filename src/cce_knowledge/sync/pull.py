@@ -338,26 +338,18 @@ def _cache_corpora(rem: Remote) -> list[str]:
         return cache.list_corpora()
 
 
-def _resolve_corpus(settings: Settings, cli: str | None, rem: Remote) -> str:
-    """`--corpus`, else `knowledge.sync.corpus_id`, else the cache's only corpus (as
-    `cce sync pull --all` chooses); an error listing them when it holds several."""
-    if cli is not None or settings.knowledge.sync.corpus_id:
-        return K.check_corpus_id(K.resolve_corpus_id(settings, cli))
+def _only_corpus(rem: Remote, unset: SyncError) -> str:
+    """No `--corpus` and no `knowledge.sync.corpus_id`: the cache's only corpus, as
+    `cce sync pull --all` chooses; else `unset`'s error, naming what the cache holds."""
     corpora = _cache_corpora(rem)
     valid = [c for c in corpora if K.valid_corpus_id(c)]
     if len(valid) == 1:
         return valid[0]
-    try:
-        K.resolve_corpus_id(settings, cli)
-    except SyncError as e:
-        if not corpora:
-            raise SyncError(f"{e.message}; the cache at {rem.display} holds no corpus yet") from e
-        near = nearest_first("", corpora, limit=_LISTED)
-        more = f" and {len(corpora) - len(near)} more" if len(corpora) > len(near) else ""
-        raise SyncError(
-            f"{e.message}; the cache holds {', '.join(shown(c) for c in near)}{more}"
-        ) from e
-    raise AssertionError("unreachable: no corpus id was configured")
+    if not corpora:
+        raise SyncError(f"{unset.message}; the cache at {rem.display} holds no corpus yet")
+    listed = ", ".join(shown(c) for c in corpora[:_LISTED])
+    more = f" and {len(corpora) - _LISTED} more" if len(corpora) > _LISTED else ""
+    raise SyncError(f"{unset.message}; the cache holds {listed}{more}")
 
 
 def _up_to_date(
@@ -414,23 +406,25 @@ def pull_corpus(
     When the installed store already is that snapshot of that corpus, pulled from the
     same artifact (the remote blob's object id recorded in pulled-from.json) and intact
     (marker, `current` and the store's recorded sha256 agree), nothing is fetched or
-    written: the
-    result says `up_to_date` and `if_current(snapshot)` runs (without the writer lock:
-    it takes it if it writes). `force` reinstalls regardless, and replaces a store
-    from another corpus.
+    written: the result says `up_to_date` and `if_current(snapshot)` runs (without the
+    writer lock: it takes one if it writes). `force` reinstalls regardless, and replaces
+    a store from another corpus.
 
     Without `corpus` and `knowledge.sync.corpus_id`, the cache's only corpus is pulled.
     `after_install(snapshot)` runs under the writer lock once the store is active (the
     CLI builds the search index). `settings`: the root's, loaded by the caller."""
-    if corpus is None and not settings.knowledge.sync.corpus_id:
+    try:
+        corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
+    except SyncError as unset:
+        if corpus is not None:
+            raise  # an invalid --corpus, refused before any remote work
+        # No corpus named anywhere: ask the cache (with no remote either, the corpus error).
         try:
             rem: Remote = resolve_remote(settings, remote)
-        except CceError:
-            K.resolve_corpus_id(settings, corpus)  # no remote to ask either: the corpus error
-            raise
-        corpus_id = _resolve_corpus(settings, corpus, rem)
+        except SyncError:
+            raise unset from None
+        corpus_id = _only_corpus(rem, unset)
     else:
-        corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
         rem = resolve_remote(settings, remote)
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
