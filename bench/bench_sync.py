@@ -12,6 +12,9 @@ each operation in its own process (wall time + that process's peak RSS):
   `CCE_LFS_IN_PLACE=0` (the LFS object fetched by `git lfs fetch`, as for a network
   remote, instead of read in place from the local remote), and again with the working
   clone already present (warm);
+* a second pull of the unchanged remote into the same root (up to date: nothing fetched,
+  nothing rewritten), beside its peer `cce sync pull --all`, with the number of files
+  under `.cce/knowledge/` each rewrote (with `--baseline`, the baseline's second pull too);
 * `.cck` artifact size beside the native store size;
 * optionally (`--baseline SRC`) the same push / cold pull run from another source tree
   (e.g. an older commit's `src/`, via PYTHONPATH), so before/after share one run.
@@ -95,6 +98,20 @@ def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
+def mtimes(root: Path) -> dict[str, int]:
+    """Every file under `root/.cce/knowledge/` and its mtime (ns)."""
+    kd = root / ".cce" / "knowledge"
+    return {str(f.relative_to(kd)): f.stat().st_mtime_ns for f in kd.rglob("*") if f.is_file()}
+
+
+def rewritten(root: Path, step: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """`run(step)`, and how many files under the root's knowledge dir it (re)wrote."""
+    before = mtimes(root)
+    t, mem = run(step, env)
+    after = mtimes(root)
+    return t, mem, sum(1 for k, v in after.items() if before.get(k) != v)
+
+
 def fmt(samples: list[tuple[float, float]]) -> str:
     ts = sorted(s[0] for s in samples)
     mem = max(s[1] for s in samples)
@@ -121,6 +138,10 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
     pull_warm: list[tuple[float, float]] = []
     base_push: list[tuple[float, float]] = []
     base_pull: list[tuple[float, float]] = []
+    pull_again: list[tuple[float, float]] = []
+    all_again: list[tuple[float, float]] = []
+    base_again: list[tuple[float, float]] = []
+    wrote: dict[str, int] = {}
     base_env = {"PYTHONPATH": baseline} if baseline else {}
     cck_size = 0
     print(f"  start: {load()}")
@@ -189,6 +210,15 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
                 home_pull,
             )
         )
+        # Nothing changed on the remote: a second pull (and its peer, `sync pull --all`).
+        again = cce("knowledge", "pull", "--corpus", name, "--remote", url, "--dir", str(consumer))
+        t, mem, n = rewritten(consumer, again, home_pull)
+        pull_again.append((t, mem))
+        wrote["pull"] = n
+        every = cce("sync", "pull", "--all", "--into", str(consumer), "--remote", url)
+        t, mem, n = rewritten(consumer, every, home_pull)
+        all_again.append((t, mem))
+        wrote["pull --all"] = n
         # filecmp streams: holding two stores here would inflate every later child's
         # peak RSS (a forked child inherits the parent's resident pages until exec).
         same = filecmp.cmp(
@@ -219,6 +249,10 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
                     home,
                 )
             )
+            again = cce("knowledge", "pull", "--corpus", name, "--remote", url2, "--dir", str(dest))
+            t, mem, n = rewritten(dest, again, home)
+            base_again.append((t, mem))
+            wrote["baseline pull"] = n
             if not filecmp.cmp(
                 dest / ".cce/knowledge" / f"{snap}.json",
                 consumer / ".cce/knowledge" / f"{snap}.json",
@@ -235,11 +269,18 @@ def bench_corpus(name: str, root: Path, work: Path, runs: int, baseline: str | N
     print(f"  pull+install (cold)     {fmt(pull_cold)}")
     print(f"  pull (cold, lfs fetch)  {fmt(pull_lfs)}")
     print(f"  pull+install (warm)     {fmt(pull_warm)}")
+    print(f"  pull again (unchanged)  {fmt(pull_again)}  rewrote {wrote['pull']} files")
+    print(
+        f"  sync pull --all again   {fmt(all_again)}  rewrote {wrote['pull --all']} files   <- peer"
+    )
     clone_med = statistics.median(t for t, _ in clone_lfs)
     ratio = statistics.median(t for t, _ in pull_cold) / clone_med
     if baseline:
         print(f"  push (baseline src)     {fmt(base_push)}")
         print(f"  pull+install (baseline) {fmt(base_pull)}")
+        print(
+            f"  pull again (baseline)   {fmt(base_again)}  rewrote {wrote['baseline pull']} files"
+        )
         base_ratio = statistics.median(t for t, _ in base_pull) / clone_med
         print(f"  ratio baseline cold pull / LFS clone: {base_ratio:.2f}x")
     print(f"  ratio cold pull / LFS clone: {ratio:.2f}x  (target <= 1.2x)")

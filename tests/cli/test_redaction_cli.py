@@ -176,3 +176,26 @@ def test_mcp_shows_record_ids_through_the_extended_rules(tmp_path: Path) -> None
 
     tools = KnowledgeTools(tmp_path)
     assert tools.display(SECRET_ID) == redact_for_display(SECRET_ID) != SECRET_ID
+
+
+def test_show_finds_a_record_by_the_redacted_id_search_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    feed = _feed(tmp_path / "feed.jsonl")
+    root = tmp_path / "a"
+    _index(capsys, feed, root)
+    rc, out, err = cli(capsys, "knowledge", "search", "rotate credentials", "--dir", str(root))
+    assert rc == 0, err
+    citation = next(
+        ln.split()[0] for ln in out.splitlines() if ln.startswith("    tickets/[REDACTED")
+    )
+    rc, out, err = cli(capsys, "knowledge", "show", citation, "--dir", str(root), "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["citation"] == citation and doc["record_id"] == redact_for_display(SECRET_ID)
+    assert "github_pat_" not in out
+    # A near miss names the closest record, redacted too.
+    miss = citation.replace("tickets/", "ticket/")
+    rc, _, err = cli(capsys, "knowledge", "show", miss, "--dir", str(root))
+    assert rc == 1 and "github_pat_" not in err
+    assert f"the closest record is {redact_for_display(SECRET_ID)} (" in err

@@ -56,7 +56,10 @@ def test_human_output_has_provenance_and_citation(
         "2026-02-11T09:00:00Z · https://github.com/acme/shop/issues/101 #3fcbc81a09bb485e"
     )
     assert lines[1].startswith("    gh:acme/shop#101:1-3")
-    assert len(lines) == 6
+    # Then the section's best lines, numbered; a blank line between hits.
+    assert lines[2] == "    1: # Lock accounts after five failed login attempts"
+    assert lines[3].startswith("    3: After five consecutive failed login attempts")
+    assert len(out.rstrip("\n").split("\n\n")) == 3
 
 
 def test_json_output_fields(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,6 +79,7 @@ def test_json_output_fields(root: Path, capsys: pytest.CaptureFixture[str]) -> N
         "url",
         "state",
         "updated_at",
+        "snippet",
         "content",
     }
     assert hits[0]["lines"] == [1, 3] and hits[0]["rank"] == 1

@@ -475,9 +475,10 @@ def test_pull_guards_and_usage(sync_env: SyncEnv, capsys: pytest.CaptureFixture[
     rc, _, err = cli(
         capsys, "knowledge", "pull", "--corpus", "other", "--remote", env.url, "--dir", str(cons)
     )
+    # Not in the cache, which holds another: named, rather than "has anything been pushed?"
     assert rc == 1 and err == (
-        "error: no `current` pointer for corpus other on the remote — has anything been pushed? "
-        "(`cce knowledge push --corpus other`)\n"
+        "error: corpus `other` is not in the cache, which holds (nearest first): fixture — "
+        "pass one of them as --corpus (`cce sync list` shows them all)\n"
     )
     rc, _, _ = cli(
         capsys,

@@ -13,6 +13,7 @@ from typing import Any
 
 from cce_knowledge.cli.common import add_dir, add_json, add_quiet, hybrid_ranking
 from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.core.untrusted import shown
 
 _RANKINGS = ("default", "reference", "hybrid")
 
@@ -58,8 +59,12 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         formatter_class=formatter_class,
         description=(
             "Search the installed knowledge store (built by `cce knowledge index` or\n"
-            "`cce knowledge pull`). Each hit prints a provenance header and a citation\n"
-            "`record_id:start-end`. not_planned/wontfix records never surface."
+            "`cce knowledge pull`). Each hit prints a provenance header, a citation\n"
+            "`record_id:start-end` and the few lines of its section that best match the\n"
+            "query, each with its line number (--full: the whole section). On a terminal\n"
+            "the query's words are highlighted, unless NO_COLOR is set; piped output is\n"
+            "plain text. `cce knowledge show CITATION` prints a hit's section.\n"
+            "not_planned/wontfix records never surface."
         ),
     )
     sp.add_argument("query", metavar="QUERY", help="what you want to know (plain words)")
@@ -81,8 +86,33 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         help="drop hits scoring below X (default: 0.05 for the default and hybrid "
         "rankings; knowledge.min_score, 0.30, for the reference ranking)",
     )
-    add_json(sp, "hits as a JSON array")
+    sp.add_argument(
+        "--full",
+        action="store_true",
+        help="print each hit's whole section instead of the few lines that best match",
+    )
+    add_json(
+        sp,
+        "hits as a JSON array (each with its `snippet` lines and the whole section as `content`)",
+    )
     sp.set_defaults(func=cmd_search)
+
+    shp = sub.add_parser(
+        "show",
+        help="print the stored section a search hit cites",
+        formatter_class=formatter_class,
+        description=(
+            "Print the exact stored section a citation names: `record_id:start-end` as\n"
+            "`cce knowledge search` prints it, or a hit's chunk id (`#chunk_id`, as MCP's\n"
+            "expand_chunk takes). Control characters in the stored text are shown escaped.\n"
+            "A citation the store does not hold is an error naming the closest record."
+        ),
+        epilog="exit status: 0 printed, 1 no such section (or no store), 2 usage error",
+    )
+    shp.add_argument("citation", metavar="CITATION", help="`record_id:start-end`, or a chunk id")
+    add_dir(shp)
+    add_json(shp, "the section and its facets (record_id, chunk_id, lines, content…) as JSON")
+    shp.set_defaults(func=cmd_show)
 
     ap = sub.add_parser(
         "ask",
@@ -135,7 +165,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         searcher.close()
     if searcher.last_note:
         print(f"note: {searcher.last_note}", file=sys.stderr)
+    from cce_knowledge.retrieval.snippet import Query, best_lines, section_lines
+
     out = sys.stdout
+    query = Query(args.query)
     if args.json:
         doc = [
             {
@@ -150,6 +183,10 @@ def cmd_search(args: argparse.Namespace) -> int:
                 "url": h.url,
                 "state": h.state,
                 "updated_at": h.updated_at,
+                "snippet": [
+                    {"line": ln.number, "text": ln.text}
+                    for ln in best_lines(h.content, h.start_line, query)
+                ],
                 "content": h.content,
             }
             for h in hits
@@ -159,9 +196,90 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         out.write("No matching knowledge found — try broader or different terms.\n")
         return 0
-    for h in hits:
+    paint = _Paint.for_stream(out)
+    for n, h in enumerate(hits):
+        if n:
+            out.write("\n")
         out.write(hit_header(h) + "\n")
-        out.write(f"    {h.citation()}  {h.name}\n")
+        out.write(f"    {shown(h.citation())}  {shown(h.name)}\n")
+        lines = (
+            section_lines(h.content, h.start_line)
+            if args.full
+            else best_lines(h.content, h.start_line, query)
+        )
+        width = len(str(max((ln.number for ln in lines), default=0)))
+        for ln in lines:
+            text = _snippet_text(ln.text, query, paint, clip_at=None if args.full else _WIDTH)
+            out.write(f"    {ln.number:>{width}}: {text}\n")
+    return 0
+
+
+#: Characters of one snippet line shown (a docs paragraph can be one long line).
+_WIDTH = 200
+
+
+class _Paint:
+    """Highlighting for a terminal: ripgrep's match colour (bold red), only when the
+    stream is a terminal and NO_COLOR is unset (https://no-color.org) — never escape
+    codes in a pipe or a file."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    @classmethod
+    def for_stream(cls, stream: Any) -> _Paint:
+        import os
+
+        try:
+            tty = bool(stream.isatty())
+        except (AttributeError, ValueError):
+            tty = False
+        return cls(tty and not os.environ.get("NO_COLOR"))
+
+    def match(self, text: str) -> str:
+        return f"\x1b[1;31m{text}\x1b[0m" if self.on else text
+
+
+def _snippet_text(text: str, query: Any, paint: _Paint, clip_at: int | None) -> str:
+    """One stored line fit to print: tabs expanded, cut to `clip_at` characters around
+    its first match, every control character escaped (stored text is untrusted), and
+    the query's words painted."""
+    from cce_knowledge.retrieval.snippet import clip
+
+    text = text.expandtabs(4)
+    spans = query.spans(text)
+    head = tail = ""
+    if clip_at is not None:
+        cut, start, end = clip(text, spans, clip_at)
+        head = "…" if start > 0 else ""
+        tail = "…" if end < len(text) else ""
+        spans = [
+            (max(a, start) - start, min(b, end) - start) for a, b in spans if a < end and b > start
+        ]
+        text = cut
+    parts: list[str] = [head]
+    pos = 0
+    for a, b in spans:
+        parts.append(shown(text[pos:a]))
+        parts.append(paint.match(text[a:b]))  # a word: [A-Za-z0-9_] only, nothing to escape
+        pos = b
+    parts.append(shown(text[pos:]))
+    parts.append(tail)
+    return "".join(parts)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from cce_knowledge.retrieval.cite import find_section
+
+    sec = find_section(args.dir, args.citation)
+    out = sys.stdout
+    if args.json:
+        out.write(pretty(sec.as_json()) + "\n")
+        return 0
+    # The stored text as it is, line for line, with control characters escaped (a tab
+    # is layout, not a control sequence: kept).
+    for line in sec.content.split("\n"):
+        out.write("\t".join(shown(p) for p in line.split("\t")) + "\n")
     return 0
 
 

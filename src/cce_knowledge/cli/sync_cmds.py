@@ -23,6 +23,7 @@ from cce_knowledge.cli.common import (
 from cce_knowledge.core.jsonout import pretty
 
 if TYPE_CHECKING:
+    from cce_knowledge.config.settings import Settings
     from cce_knowledge.sync.push import PushResult
 
 _ALLOWED_HELP = (
@@ -105,7 +106,7 @@ def _push(args: argparse.Namespace) -> int:
 
 def _pull(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.retrieval.search_index import build_step
+    from cce_knowledge.retrieval.search_index import build_step, ensure_step
     from cce_knowledge.sync.pull import pull_corpus
 
     settings = load_settings(args.dir)
@@ -118,6 +119,7 @@ def _pull(args: argparse.Namespace) -> int:
         remote=args.remote,
         after_install=lambda snap: build_step(args.dir, snap),
         allowed_signers=args.allowed_signers,
+        if_current=lambda snap: ensure_step(args.dir, snap),
     )
     if args.json:
         v = res.verified
@@ -139,6 +141,7 @@ def _pull(args: argparse.Namespace) -> int:
                 "remote": res.remote,
                 "snapshot": res.snapshot,
                 "store": res.store_display,
+                "up_to_date": res.up_to_date,
             }
         )
     else:
@@ -146,6 +149,8 @@ def _pull(args: argparse.Namespace) -> int:
     report_search_build(res.search)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    if res.up_to_date and _vectors_in_place(args.dir, res.snapshot, settings):
+        return 0  # nothing new: the vectors step would only rewrite what is there
     from cce_knowledge.cli.semantic_cmds import embed_step
     from cce_knowledge.retrieval.search_index import INDEX_KEY, index_path, try_open
     from cce_knowledge.sync.vector_share import pull_published_vectors
@@ -167,6 +172,18 @@ def _pull(args: argparse.Namespace) -> int:
 
     embed_step(args.dir, settings)
     return 0
+
+
+def _vectors_in_place(root: str, snapshot: str, settings: Settings) -> bool:
+    """No semantic retrieval configured, or its model's vectors of `snapshot` are here."""
+    from cce_knowledge.core.errors import ConfigError
+    from cce_knowledge.store.vectors import vectors_path
+
+    try:
+        cfg = settings.knowledge.semantic_config()
+    except ConfigError:
+        return False  # the embed step names the problem
+    return cfg is None or vectors_path(root, snapshot, cfg.model).is_file()
 
 
 def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -227,19 +244,26 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "its checksum, and install a byte-identical store under <dir>/.cce/knowledge/ with a\n"
             "synced.json marker. `current` moves last, so a failed pull never touches the\n"
             "active store.\n\n"
+            "When the installed store already is that snapshot (synced.json, `current` and the\n"
+            'store\'s recorded sha256 agree), the pull says "up to date", fetches no artifact\n'
+            "and rewrites nothing under .cce/knowledge/ (--force reinstalls). Without --corpus\n"
+            "and knowledge.sync.corpus_id, the cache's only corpus is pulled.\n\n"
             "With an embedding provider configured (knowledge.semantic, or CCE_EMBED_MODEL),\n"
             "vectors the corpus published for that model are installed too, and chunks still\n"
             "without one are embedded (a provider that is down is a warning, never a failed\n"
             "pull; docs/semantic.md)."
         ),
-        epilog=_EXIT.format(ok="installed"),
+        epilog=_EXIT.format(ok="installed or up to date"),
     )
-    add_corpus(q)
+    add_corpus(q, "corpus id (default: knowledge.sync.corpus_id, else the cache's only corpus)")
     g = q.add_mutually_exclusive_group()
     g.add_argument("--latest", action="store_true", help="the remote `current` (the default)")
     g.add_argument("--snapshot", metavar="ID", help="a specific published snapshot")
     q.add_argument(
-        "--force", action="store_true", help="replace a store that came from a different corpus"
+        "--force",
+        action="store_true",
+        help="fetch and reinstall even when the snapshot is already installed, and replace "
+        "a store that came from a different corpus",
     )
     add_remote(q)
     q.add_argument("--allowed-signers", metavar="FILE", help=_ALLOWED_HELP)

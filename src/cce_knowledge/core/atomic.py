@@ -71,6 +71,30 @@ def atomic_write_parts(
     _fsync_dir(dest.parent)
 
 
+def create_if_absent(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Create `path` holding `data` only if nothing (not even a dangling symlink) is
+    there; True when this call created it. Atomic: the bytes go to a temp file that is
+    hard-linked to `path`, and a link never follows or replaces what is already there."""
+    dest = Path(path)
+    tmp = dest.parent / f".{dest.name}.tmp.{os.getpid()}.{next(_seq)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, dest, follow_symlinks=False)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _fsync_dir(dest.parent)
+    return True
+
+
 #: Bytes written between early writeback kicks (see atomic_write_parts).
 FLUSH_STEP = 16 << 20
 

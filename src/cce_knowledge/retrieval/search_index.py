@@ -240,11 +240,20 @@ def build_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
 
 
 def ensure_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
-    """`build_step` unless the fresh index is already there."""
+    """`build_step` unless the fresh index is already there (then nothing is written,
+    not even a lock file). A build holds the search index's lock, as a search that
+    builds it does."""
     path = index_path(root, snapshot)
     if try_open(path, snapshot) is not None:
         return SearchBuild(str(path), 0.0, path.stat().st_size, built=False)
-    return build_step(root, snapshot)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with dir_lock(path.parent, what="search index", wait=True):
+            if try_open(path, snapshot) is not None:  # another writer built it meanwhile
+                return SearchBuild(str(path), 0.0, path.stat().st_size, built=False)
+            return build_step(root, snapshot)
+    except OSError as e:
+        return SearchBuild(error=io_error_text(e))
 
 
 def index_parts(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
-from cce_knowledge.core.atomic import atomic_write, atomic_write_parts, dir_lock
+from cce_knowledge.core.atomic import atomic_write, atomic_write_parts, create_if_absent, dir_lock
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.jsonout import json_str as _json_str_checked
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim, serde_f64
@@ -105,6 +105,24 @@ def writer_lock(
     cleanup deletes the store another just installed. A waiting writer says so."""
     with dir_lock(knowledge_dir(root), what=what, on_wait=on_wait):
         yield
+
+
+#: `.cce/knowledge/.gitignore`: the store is derived data (rebuilt by `index`, fetched
+#: by `pull`), so it ignores itself the way pytest's and mypy's caches do, and
+#: `git status` in the user's repository shows nothing for it while `.cce/config`
+#: stays committable. Not part of the store: no reader, prune or push looks at it.
+GITIGNORE_NAME = ".gitignore"
+GITIGNORE_BYTES = (
+    b"# Created by cce-knowledge: derived data (cce knowledge index / pull rebuild it).\n*\n"
+)
+
+
+def ensure_self_ignored(root: str | os.PathLike[str]) -> None:
+    """Write the knowledge dir's `.gitignore` unless something is already there (a
+    user's own file, or a symlink, is left alone). Best effort: a read-only or odd
+    filesystem never fails an index or a pull over a nicety."""
+    with contextlib.suppress(OSError):
+        create_if_absent(knowledge_dir(root) / GITIGNORE_NAME, GITIGNORE_BYTES)
 
 
 def display_dir(root: str | os.PathLike[str]) -> str:
@@ -369,6 +387,7 @@ def save_store_bytes(
     `data` may be an iterable of parts whose concatenation is the store file."""
     d = knowledge_dir(root)
     d.mkdir(parents=True, exist_ok=True)
+    ensure_self_ignored(root)
     path = d / f"{snapshot}.json"
     atomic_write_parts(path, (data,) if isinstance(data, bytes) else data)
     atomic_write(d / "current", f"{snapshot}\n".encode())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -255,6 +256,14 @@ class GitCache:
 
     def has(self, key: str, ref: str | None = None) -> bool:
         return self.ok("cat-file", "-e", f"{ref or self.origin}:{key}")
+
+    def blob_id(self, key: str) -> str | None:
+        """The hex object id of `key`'s blob on the remote branch (None when absent)."""
+        status, out, _ = self.run(
+            "rev-parse", "--verify", "--quiet", f"{self.origin}:{key}", check=False
+        )
+        oid = out.decode("ascii", "replace").strip()
+        return oid if status == 0 and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", oid) else None
 
     def read_blob(self, key: str, ref: str | None = None) -> bytes:
         return self.run("cat-file", "blob", f"{ref or self.origin}:{key}")[1]

@@ -195,6 +195,26 @@ class LocalRepo:
             raise SyncError(f"{key}: {size} bytes, larger than {limit}: refused")
         return self._object(sha, b"blob")
 
+    def entry_id(self, key: str) -> str | None:
+        """The hex object id of the regular file at `key` on the branch tip (its blob is
+        not read)."""
+        sha = self._blob_sha(key)
+        return None if sha is None else sha.hex()
+
+    def dir_names(self, key: str) -> list[str] | None:
+        """The names of the trees directly under the tree at `key` (None when absent or
+        unreadable)."""
+        sha = self._tree()
+        for name in key.split("/"):
+            tree = self._object(sha, b"tree") if sha is not None else None
+            if tree is None:
+                return None
+            sha = _tree_entry(tree, name.encode(), want_tree=True)
+        tree = self._object(sha, b"tree") if sha is not None else None
+        if tree is None:
+            return None
+        return [n.decode("utf-8", "replace") for n in _tree_names(tree, b"40000")]
+
     def artifact_in_place(self, key: str) -> bytes | Path | None:
         """The artifact's bytes or its LFS object's path; None when not readable here."""
         blob = self.blob(key)
@@ -221,6 +241,21 @@ def _tree_entry(tree: bytes, name: bytes, *, want_tree: bool) -> bytes | None:
             return tree[nul + 1 : nul + 21] if ok else None
         pos = nul + 21
     return None
+
+
+def _tree_names(tree: bytes, want_mode: bytes) -> list[bytes]:
+    """The names of a raw tree object's entries with mode `want_mode`."""
+    names: list[bytes] = []
+    pos, n = 0, len(tree)
+    while pos < n:
+        sp = tree.find(b" ", pos)
+        nul = tree.find(b"\0", sp + 1)
+        if sp < 0 or nul < 0 or nul + 21 > n:
+            break
+        if tree[pos:sp] == want_mode:
+            names.append(tree[sp + 1 : nul])
+        pos = nul + 21
+    return names
 
 
 def open_local(url: str) -> LocalRepo | None:

@@ -94,24 +94,38 @@ def write_marker(root: str | os.PathLike[str], marker: SyncMarker) -> None:
     atomic_write(marker_path(root), marker.to_bytes())
 
 
-def write_pulled_from(root: str | os.PathLike[str], corpus_id: str, remote: str) -> None:
-    """Record the remote a corpus was pulled from; `remote` is already fit to show
-    (`Remote.display`: no userinfo, no query)."""
-    data = compact({"corpus_id": corpus_id, "remote": remote}).encode("utf-8")
-    atomic_write(knowledge_dir(root) / PULLED_FROM_NAME, data)
+def write_pulled_from(
+    root: str | os.PathLike[str], corpus_id: str, remote: str, artifact: str | None = None
+) -> None:
+    """Record the remote a corpus was pulled from and, when known, the git object id of
+    the artifact's blob there (what a later pull compares to know it is up to date);
+    `remote` is already fit to show (`Remote.display`: no userinfo, no query)."""
+    doc = {"corpus_id": corpus_id, "remote": remote}
+    if artifact is not None:
+        doc["artifact"] = artifact
+    atomic_write(knowledge_dir(root) / PULLED_FROM_NAME, compact(doc).encode("utf-8"))
 
 
-def read_pulled_from(root: str | os.PathLike[str], corpus_id: str) -> str | None:
-    """The remote `corpus_id` was last pulled from, or None (absent, unreadable, or
-    recorded for another corpus)."""
+def _pulled(root: str | os.PathLike[str], corpus_id: str, field: str) -> str | None:
     try:
         obj = json.loads((knowledge_dir(root) / PULLED_FROM_NAME).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     if not isinstance(obj, dict) or obj.get("corpus_id") != corpus_id:
         return None
-    remote = obj.get("remote")
-    return remote if isinstance(remote, str) and remote else None
+    value = obj.get(field)
+    return value if isinstance(value, str) and value else None
+
+
+def read_pulled_from(root: str | os.PathLike[str], corpus_id: str) -> str | None:
+    """The remote `corpus_id` was last pulled from, or None (absent, unreadable, or
+    recorded for another corpus)."""
+    return _pulled(root, corpus_id, "remote")
+
+
+def read_pulled_artifact(root: str | os.PathLike[str], corpus_id: str) -> str | None:
+    """The object id of the artifact blob `corpus_id` was last installed from, or None."""
+    return _pulled(root, corpus_id, "artifact")
 
 
 def active_snapshot(root: str | os.PathLike[str]) -> str | None:
@@ -163,3 +177,19 @@ def installed_snapshot(root: str | os.PathLike[str], corpus_id: str) -> str | No
     except OSError:
         return None
     return m.snapshot
+
+
+def is_installed(
+    root: str | os.PathLike[str], corpus_id: str, snapshot: str, artifact: str | None
+) -> bool:
+    """The installed store is `snapshot` of `corpus_id`, intact (`installed_snapshot`),
+    and was installed from the artifact blob `artifact`: a snapshot id names the feed
+    only, so the same feed indexed again (another redaction mode) and re-published is
+    another artifact under the same id. The store is hashed only when the cheap checks
+    agree (a pull that has work never pays for it)."""
+    m = read_marker_lenient(root)
+    if m is None or m.corpus_id != corpus_id or m.snapshot != snapshot:
+        return False
+    if artifact is None or read_pulled_artifact(root, corpus_id) != artifact:
+        return False
+    return installed_snapshot(root, corpus_id) == snapshot

@@ -23,14 +23,18 @@ from cce_knowledge.config.settings import Settings
 from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write, atomic_write_parts
 from cce_knowledge.core.errors import CceError, SyncError
+from cce_knowledge.core.nearest import nearest_first
 from cce_knowledge.core.rustcompat import rs_trim
-from cce_knowledge.core.untrusted import open_regular
+from cce_knowledge.core.untrusted import open_regular, shown
 from cce_knowledge.store.snapshots import (
     display_dir,
+    ensure_self_ignored,
     knowledge_dir,
     prune_other_snapshots,
+    store_path,
     writer_lock,
 )
+from cce_knowledge.store.view import open_view
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.accelerator import NotCanonical, stream_store_parts
 from cce_knowledge.sync.artifact_check import StoreScan, check_manifest
@@ -42,7 +46,10 @@ from cce_knowledge.sync.cck import (
 from cce_knowledge.sync.local_read import open_local
 from cce_knowledge.sync.marker import (
     SyncMarker,
+    is_installed,
+    read_marker_lenient,
     read_marker_strict,
+    read_pulled_from,
     write_marker,
     write_pulled_from,
 )
@@ -84,9 +91,19 @@ class PullResult:
     verified: Verified | None = None
     #: who signed the snapshot (key type and fingerprint), verified or not; None: unsigned
     signed_by: str | None = None
+    #: the installed store already was this snapshot: nothing was fetched or installed
+    up_to_date: bool = False
 
     @property
     def report(self) -> str:
+        if self.up_to_date:
+            return (
+                f"Up to date: corpus {self.corpus_id}@{self.snapshot} is already installed\n"
+                f"  records  : {self.records} · chunks : {self.chunks}\n"
+                f"  checksum : {self.checksum}\n"
+                f"  store    : {self.store_display} (nothing fetched or rewritten; "
+                "--force reinstalls)\n"
+            )
         out = (
             f"Pulled corpus {self.corpus_id}@{self.snapshot}\n"
             f"  records  : {self.records} · chunks : {self.chunks}\n"
@@ -104,6 +121,21 @@ class PullResult:
                 f"  signed   : by {self.signed_by} (not verified: no allowed signers configured)\n"
             )
         return out
+
+
+def not_in_cache(corpus_id: str, corpora: list[str]) -> str:
+    """A corpus the cache does not hold, with the ones it does, nearest first."""
+    near = nearest_first(corpus_id, corpora, limit=_LISTED)
+    listed = ", ".join(shown(c) for c in near)
+    more = f" and {len(corpora) - len(near)} more" if len(corpora) > len(near) else ""
+    return (
+        f"corpus `{shown(corpus_id)}` is not in the cache, which holds (nearest first): "
+        f"{listed}{more} — pass one of them as --corpus (`cce sync list` shows them all)"
+    )
+
+
+#: How many corpus ids an error lists (a cache is untrusted: it may hold thousands).
+_LISTED = 10
 
 
 def no_pointer(corpus_id: str) -> str:
@@ -172,6 +204,7 @@ def install(
     scan = StoreScan(key, manifest)
     try:
         d.mkdir(parents=True, exist_ok=True)
+        ensure_self_ignored(root)
         parts = (store_bytes,) if isinstance(store_bytes, bytes) else store_bytes
         # The artifact is verified as it is rendered: both happen while these bytes flow.
         with progress.task("pull: verify + render", unit="B") as bar:
@@ -274,11 +307,25 @@ def _read_signed(read: Callable[[str, int], bytes | None], corpus_id: str, snap:
         return _Signed(problem=e.message)
 
 
+#: What a pull found on the remote: (snapshot, artifact key, artifact source, artifact
+#: id, the signed statement beside it). No source when the installed store already is
+#: that artifact (nothing fetched). The artifact id is the git object id of the key's
+#: blob on the remote (for an LFS artifact, its pointer's, which changes with the
+#: object's sha256): a snapshot id alone names a feed, and the same feed indexed again
+#: (another redaction mode, say) is a different store under the same snapshot id.
+Found = tuple[str, str, bytes | Path | None, str | None, _Signed]
+
+
 def _locate_in_place(
-    root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
-) -> tuple[str, str, bytes | Path, _Signed] | None:
-    """(snapshot, key, artifact source) read straight from a remote on this machine, or
-    None to take the working-clone path (which then decides every error)."""
+    root: str | os.PathLike[str],
+    rem: Remote,
+    corpus_id: str,
+    snapshot: str | None,
+    force: bool,
+    installed: Callable[[str, str | None], bool],
+) -> Found | None:
+    """What a remote on this machine offers, read straight from it, or None to take the
+    working-clone path (which then decides every error)."""
     direct = open_local(rem.url)
     if direct is None:
         return None
@@ -291,18 +338,26 @@ def _locate_in_place(
     if not force:
         check_marker_guard(root, corpus_id)
     key = K.artifact_key(corpus_id, snapshot)
+    artifact = direct.entry_id(key)
+    if artifact is not None and installed(snapshot, artifact):
+        return snapshot, key, None, artifact, _Signed()
     source = direct.artifact_in_place(key)
     if source is None:
         return None
-    return snapshot, key, source, _read_signed(direct.small_blob, corpus_id, snapshot)
+    return snapshot, key, source, artifact, _read_signed(direct.small_blob, corpus_id, snapshot)
 
 
 def _fetch(
-    root: str | os.PathLike[str], rem: Remote, corpus_id: str, snapshot: str | None, force: bool
-) -> tuple[str, str, bytes | Path, _Signed]:
-    """(snapshot, artifact key, artifact source): read in place from a remote on this
-    machine, else fetched into the working clone."""
-    found = _locate_in_place(root, rem, corpus_id, snapshot, force)
+    root: str | os.PathLike[str],
+    rem: Remote,
+    corpus_id: str,
+    snapshot: str | None,
+    force: bool,
+    installed: Callable[[str, str | None], bool],
+) -> Found:
+    """The artifact: read in place from a remote on this machine, else fetched into the
+    working clone; not fetched at all when `installed` vouches for it."""
+    found = _locate_in_place(root, rem, corpus_id, snapshot, force, installed)
     if found is not None:
         return found
 
@@ -315,15 +370,87 @@ def _fetch(
             try:
                 snapshot = cache.read_text(ptr)
             except CceError as e:
+                corpora = cache.list_corpora()
+                if corpora and corpus_id not in corpora:
+                    raise SyncError(not_in_cache(corpus_id, corpora)) from e
                 raise SyncError(no_pointer(corpus_id)) from e
             if snapshot:
                 K.check_remote_pointer(corpus_id, snapshot)
         if not force:
             check_marker_guard(root, corpus_id)
         key = K.artifact_key(corpus_id, snapshot)
+        artifact = cache.blob_id(key)
+        if artifact is not None and installed(snapshot, artifact):
+            return snapshot, key, None, artifact, _Signed()
         source = cache.artifact_source(key)
         signed = _read_signed(cache.read_small, corpus_id, snapshot)
-    return snapshot, key, source, signed
+    return snapshot, key, source, artifact, signed
+
+
+def _cache_corpora(rem: Remote) -> list[str]:
+    """The corpus ids the cache holds (read in place from a remote on this machine)."""
+    direct = open_local(rem.url)
+    if direct is not None:
+        names = direct.dir_names(K.PREFIX)
+        if names is not None:
+            return sorted(names)
+    # GitPython only here, as in `_fetch`: the in-place read above does without it.
+    from cce_knowledge.sync.clone import open_cache
+
+    with open_cache(rem) as cache:
+        return cache.list_corpora()
+
+
+def _only_corpus(rem: Remote, unset: SyncError) -> str:
+    """No `--corpus` and no `knowledge.sync.corpus_id`: the cache's only corpus, as
+    `cce sync pull --all` chooses; else `unset`'s error, naming what the cache holds."""
+    corpora = _cache_corpora(rem)
+    valid = [c for c in corpora if K.valid_corpus_id(c)]
+    if len(valid) == 1:
+        return valid[0]
+    if not corpora:
+        raise SyncError(f"{unset.message}; the cache at {rem.display} holds no corpus yet")
+    listed = ", ".join(shown(c) for c in corpora[:_LISTED])
+    more = f" and {len(corpora) - _LISTED} more" if len(corpora) > _LISTED else ""
+    raise SyncError(f"{unset.message}; the cache holds {listed}{more}")
+
+
+def _up_to_date(
+    root: str | os.PathLike[str],
+    corpus_id: str,
+    snapshot: str,
+    rem: Remote,
+    artifact: str | None,
+    if_current: Callable[[str], SearchBuild] | None,
+) -> PullResult:
+    """The result of a pull whose snapshot is already installed and intact: nothing is
+    fetched, and nothing under .cce/knowledge/ is written unless something derived is
+    missing (the search index, the record of the remote)."""
+    marker = read_marker_lenient(root)
+    path = store_path(root, snapshot)
+    view = open_view(path)
+    warnings: list[str] = []
+    if read_pulled_from(root, corpus_id) != rem.display:
+        try:
+            with writer_lock(root, "knowledge pull"):
+                write_pulled_from(root, corpus_id, rem.display, artifact)
+        except OSError as e:
+            warnings.append(f"could not record where the corpus came from: {e}")
+    return PullResult(
+        corpus_id=corpus_id,
+        snapshot=snapshot,
+        checksum=marker.checksum if marker is not None else "",
+        records=view.records,
+        chunks=view.chunk_count,
+        store_path=path,
+        installed_sha256=marker.installed_sha256 if marker is not None else None,
+        remote=rem.display,
+        store_display=f"{display_dir(root)}/{snapshot}.json",
+        warnings=warnings,
+        # Only a missing or stale index is built (under the writer lock, by the callee).
+        search=if_current(snapshot) if if_current is not None else None,
+        up_to_date=True,
+    )
 
 
 def pull_corpus(
@@ -335,6 +462,7 @@ def pull_corpus(
     *,
     settings: Settings,
     after_install: Callable[[str], SearchBuild] | None = None,
+    if_current: Callable[[str], SearchBuild] | None = None,
     allowed_signers: str | None = None,
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`.
@@ -342,17 +470,52 @@ def pull_corpus(
     `after_install(snapshot)` runs under the writer lock once the store is active (the
     CLI builds the search index). `settings`: the root's, loaded by the caller.
 
+    When the installed store already is that snapshot of that corpus, pulled from the
+    same artifact (the remote blob's object id recorded in pulled-from.json) and intact
+    (marker, `current` and the store's recorded sha256 agree), nothing is fetched or
+    written: the result says `up_to_date` and `if_current(snapshot)` runs (without the
+    writer lock: it takes one if it writes). `force` reinstalls regardless, and replaces
+    a store from another corpus. Under allowed signers the installed snapshot must also
+    be the one last accepted here, else it is fetched and verified.
+
+    Without `corpus` and `knowledge.sync.corpus_id`, the cache's only corpus is pulled.
+
     `allowed_signers` (else `knowledge.sync.allowed_signers`): an OpenSSH allowed_signers
     file; with one, only a snapshot whose statement an allowed key signed, which matches
     the artifact and is not older than the one accepted before is installed (signing.py);
     any refusal raises SignatureRefused and leaves the installed store untouched."""
-    corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
+    try:
+        corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
+    except SyncError as unset:
+        if corpus is not None:
+            raise  # an invalid --corpus, refused before any remote work
+        # No corpus named anywhere: ask the cache (with no remote either, the corpus error).
+        try:
+            rem: Remote = resolve_remote(settings, remote)
+        except SyncError:
+            raise unset from None
+        corpus_id = _only_corpus(rem, unset)
+    else:
+        rem = resolve_remote(settings, remote)
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
     allowed = load_allowed(root, allowed_signers, settings.knowledge.sync.allowed_signers)
-    rem: Remote = resolve_remote(settings, remote)
+
+    def up_to_date(snap: str, artifact: str | None) -> bool:
+        if force or not is_installed(root, corpus_id, snap, artifact):
+            return False
+        # Under allowed signers only a snapshot accepted here (the newest verified
+        # statement names it) counts: one installed unverified is verified now.
+        floor = read_floor(root, corpus_id) if allowed is not None else None
+        return allowed is None or (floor is not None and floor.snapshot == snap)
+
     with progress.phase("pull: fetch"):
-        snapshot, key, source, signed = _fetch(root, rem, corpus_id, snapshot, force)
+        snapshot, key, fetched, artifact, signed = _fetch(
+            root, rem, corpus_id, snapshot, force, up_to_date
+        )
+    if fetched is None:
+        return _up_to_date(root, corpus_id, snapshot, rem, artifact, if_current)
+    source: bytes | Path = fetched
     warnings: list[str] = []
     signed_by = _unverified_signer(signed, warnings) if allowed is None else None
     # One writer per root: a concurrent pull's cleanup must not delete what this one
@@ -389,7 +552,7 @@ def pull_corpus(
                 root, key, data, corpus_id, snapshot, record
             )
         try:
-            write_pulled_from(root, corpus_id, rem.display)
+            write_pulled_from(root, corpus_id, rem.display, artifact)
         except OSError as e:  # the store is installed; only `status`'s remote line lacks it
             warnings.append(f"could not record where the corpus came from: {e}")
         # Under the same lock: the first search after a pull needs no build.

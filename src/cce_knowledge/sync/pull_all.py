@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import CceError
 from cce_knowledge.core.untrusted import shown
-from cce_knowledge.store.snapshots import writer_lock
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.clone import open_cache
 from cce_knowledge.sync.listing import CorpusRow, _repo_rows, corpus_row
-from cce_knowledge.sync.marker import installed_snapshot
 from cce_knowledge.sync.pull import pull_corpus
 from cce_knowledge.sync.remote import Remote, resolve_listing_remote
 from cce_knowledge.sync.signing import SignatureRefused
@@ -147,28 +145,29 @@ def _knowledge(
             f"  warning: skipped knowledge corpus {name} — {K.bad_pointer(name, current)}\n"
         )
         return "skipped"
-    with writer_lock(into, "sync pull --all"):
-        if installed_snapshot(into, chosen) == current:
-            res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
-            if after_install is not None:
-                res.search = after_install(current)
-            return "up-to-date"
-        try:
-            pr = pull_corpus(
-                into,
-                corpus=chosen,
-                remote=rem,
-                settings=settings,
-                after_install=after_install,
-                allowed_signers=allowed_signers,
-            )
-        except SignatureRefused as e:
-            res.lines.append(f"  error: refused knowledge corpus {name} — {e.message}\n")
-            res.refusal = e.message
-            return "skipped"
-        except CceError as e:
-            res.lines.append(f"  warning: skipped knowledge corpus {name} — {e.message}\n")
-            return "skipped"
-    res.lines.append(_row("pulled", f"{chosen}@{pr.snapshot}  → .cce/knowledge/"))
+    try:
+        # pull_corpus decides "up to date" (and then fetches and writes nothing), as
+        # `cce knowledge pull` does.
+        pr = pull_corpus(
+            into,
+            corpus=chosen,
+            snapshot=current,
+            remote=rem,
+            settings=settings,
+            after_install=after_install,
+            if_current=after_install,
+            allowed_signers=allowed_signers,
+        )
+    except SignatureRefused as e:
+        res.lines.append(f"  error: refused knowledge corpus {name} — {e.message}\n")
+        res.refusal = e.message
+        return "skipped"
+    except CceError as e:
+        res.lines.append(f"  warning: skipped knowledge corpus {name} — {e.message}\n")
+        return "skipped"
     res.search = pr.search
+    if pr.up_to_date:
+        res.lines.append(_row("up-to-date", f"{chosen}@{current}"))
+        return "up-to-date"
+    res.lines.append(_row("pulled", f"{chosen}@{pr.snapshot}  → .cce/knowledge/"))
     return "pulled"

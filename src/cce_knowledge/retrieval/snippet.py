@@ -1,0 +1,112 @@
+"""The few lines of a hit's section that best answer the query, and where its words are.
+
+A search hit is one stored section; printing all of it buries the answer, printing
+none of it makes the user open the store. The snippet is the run of `SNIPPET_LINES`
+non-blank lines that covers the most of the query's terms, found with the default
+ranking's own analyzer (`analyze`: words, identifier sub-words, stems, word pairs), so
+"locking" finds the line that says "locked". One sliding window over the section's
+lines: linear in the section's length.
+
+The text returned is the stored text, untouched: escaping it for a terminal is the
+printer's job (stored text is untrusted).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
+
+#: How many non-blank lines a snippet shows.
+SNIPPET_LINES = 3
+#: A word pair of the query found on a line counts this many single words.
+_PAIR_WEIGHT = 2
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class SnippetLine:
+    """One line of a section: its line number in the record and its stored text."""
+
+    number: int
+    text: str
+
+
+class Query:
+    """A query analysed once, for the snippets and highlights of all its hits."""
+
+    def __init__(self, text: str) -> None:
+        terms = query_terms(text)
+        self.terms = frozenset(terms)
+        self.words = frozenset(t for t in terms if not is_pair(t))
+
+    def line_terms(self, line: str) -> frozenset[str]:
+        """The query's terms (words and pairs) `line` contains."""
+        return self.terms.intersection(analyze(line))
+
+    def spans(self, line: str) -> list[tuple[int, int]]:
+        """Character spans of the words of `line` that match a query word (the whole
+        identifier when one of its sub-words matches)."""
+        out = []
+        for m in _WORD.finditer(line):
+            if self.words.intersection(analyze(m.group())):
+                out.append(m.span())
+        return out
+
+
+def _weight(terms: Iterable[str]) -> int:
+    return sum(_PAIR_WEIGHT if is_pair(t) else 1 for t in terms)
+
+
+def section_lines(content: str, first_line: int) -> list[SnippetLine]:
+    """Every line of a section, numbered from its `start_line`."""
+    return [SnippetLine(first_line + i, t) for i, t in enumerate(content.split("\n"))]
+
+
+def best_lines(
+    content: str, first_line: int, query: Query, size: int = SNIPPET_LINES
+) -> list[SnippetLine]:
+    """The `size` consecutive non-blank lines of `content` covering the most query
+    terms; the first lines when nothing matches.
+
+    Windows that tie come in runs (the windows sliding over one matching line all
+    cover it): the middle window of the first best run is taken, so the matching line
+    shows with its context on both sides, as grep's `-C` does."""
+    lines = [ln for ln in section_lines(content, first_line) if ln.text.strip()]
+    if len(lines) <= size:
+        return lines
+    found: list[frozenset[str]] = [query.line_terms(ln.text) for ln in lines]
+    counts: dict[str, int] = {}
+    score = 0
+    scores: list[int] = []  # scores[j]: the window starting at non-blank line j
+    for i, terms in enumerate(found):
+        for t in terms:  # the line enters the window
+            counts[t] = counts.get(t, 0) + 1
+            if counts[t] == 1:
+                score += _weight((t,))
+        if i >= size:  # the line `size` back leaves it
+            for t in found[i - size]:
+                counts[t] -= 1
+                if counts[t] == 0:
+                    score -= _weight((t,))
+        if i >= size - 1:
+            scores.append(score)
+    best = max(scores)
+    start = scores.index(best)
+    end = start
+    while end + 1 < len(scores) and scores[end + 1] == best:
+        end += 1
+    at = 0 if best == 0 else (start + end) // 2
+    return lines[at : at + size]
+
+
+def clip(text: str, spans: Sequence[tuple[int, int]], width: int) -> tuple[str, int, int]:
+    """(`text` cut to at most `width` characters around its first span, start, end) —
+    a docs paragraph can be one line of thousands of characters."""
+    if len(text) <= width:
+        return text, 0, len(text)
+    at = spans[0][0] if spans else 0
+    start = max(0, min(at - width // 3, len(text) - width))
+    return text[start : start + width], start, start + width
