@@ -190,9 +190,6 @@ def hybrid_search(
     fusion: Fusion = FUSION,
 ) -> tuple[list[Hit], str | None]:
     """Hybrid hits, or the default ranking's hits and the reason it fell back."""
-    import numpy as np
-
-    from cce_knowledge.semantic.provider import Provider, ProviderError
 
     def fallback(why: str) -> tuple[list[Hit], str]:
         return idx.search_default(query, top_k, min_score), hybrid_fallback_note(why)
@@ -216,6 +213,26 @@ def hybrid_search(
         return idx.search_default(query, top_k, min_score), None
     if is_binary(query):
         return fallback("the query is not valid text")
+    cos = _query_cosines(state, cfg, query)
+    if isinstance(cos, str):
+        return fallback(cos)
+    rec_cos, rec_arg = dense_records(cos, state.rec_ptr, state.present)
+    fused = fuse(lex, rec_cos, rec_arg, fusion)
+    kept = [(c, s) for _r, c, s in fused if not s < min_score]
+    if len(kept) > top_k:
+        # Only scores that can tie the k-th at 6 decimals need their chunk read.
+        kth = heapq.nlargest(top_k, [s for _c, s in kept])[-1]
+        kept = [(c, s) for c, s in kept if s >= kth - 2e-6]
+    return finish_hits([(idx.chunk(c), s) for c, s in kept], top_k), None
+
+
+def _query_cosines(state: HybridState, cfg: SemanticSettings, query: str) -> np.ndarray | str:
+    """The query's cosine with every chunk vector, or why it cannot be had."""
+    import numpy as np
+
+    from cce_knowledge.semantic.provider import Provider, ProviderError
+
+    assert state.vf is not None
     if state.provider is None or state.provider_cfg != cfg:
         state.close()
         state.provider, state.provider_cfg = Provider(cfg), cfg
@@ -225,27 +242,20 @@ def hybrid_search(
     except ProviderError as e:
         # Say so when the key was held back: a 401 alone would not tell the user why.
         held = f"; {state.provider.key_note}" if state.provider.key_note else ""
-        return fallback(f"embedding the query failed: {e.message}{held}")
+        return f"embedding the query failed: {e.message}{held}"
     if len(qv) != state.vf.meta.dim:
-        return fallback(
+        return (
             f"{cfg.model} answered {len(qv)} dimensions, the vectors have {state.vf.meta.dim}"
             " — run `cce knowledge embed --rebuild`"
         )
     q = np.asarray(qv, dtype=np.float64)
     n = float(np.sqrt(q @ q))
     if not n > 0:
-        return fallback("the query's vector is zero")
+        return "the query's vector is zero"
     # einsum, not `@`: BLAS's GEMV wakes its thread pool, and on a busy machine one
     # query in twenty then waits 10-250 ms; einsum's single loop takes ~0.5 ms per 10k rows.
-    cos = np.einsum("ij,j->i", state.vf.matrix, (q / n).astype(np.float32))
-    rec_cos, rec_arg = dense_records(cos, state.rec_ptr, state.present)
-    fused = fuse(lex, rec_cos, rec_arg, fusion)
-    kept = [(c, s) for _r, c, s in fused if not s < min_score]
-    if len(kept) > top_k:
-        # Only scores that can tie the k-th at 6 decimals need their chunk read.
-        kth = heapq.nlargest(top_k, [s for _c, s in kept])[-1]
-        kept = [(c, s) for c, s in kept if s >= kth - 2e-6]
-    return finish_hits([(idx.chunk(c), s) for c, s in kept], top_k), None
+    cos: np.ndarray = np.einsum("ij,j->i", state.vf.matrix, (q / n).astype(np.float32))
+    return cos
 
 
 class HybridRanking:
