@@ -181,7 +181,7 @@ def test_store_bytes_identical_with_and_without_semantic(
 def test_embed_without_config_is_a_clear_error(
     indexed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["knowledge", "embed", "--dir", str(indexed)]) == 1
+    assert main(["knowledge", "embed", "--dir", str(indexed)]) == 2  # a usage error
     assert "knowledge.semantic" in capsys.readouterr().err
 
 

@@ -871,7 +871,11 @@ def test_progress_lines_for_push_pull_verify_and_ask_keep_json_pure(
     )  # fmt: skip
     assert rc == 0, err
     assert json.loads(out)["snapshot"] == SNAP
-    for step in ("pull: fetch: done in", "pull: verify + render: ", "search index: 4/4 sections"):
+    for step in (
+        "pull: fetch: done in",
+        "pull: verify + render: ",
+        "search index (1/2): 2/2 chunks",
+    ):
         assert step in err, err
     rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(cons))
     assert rc == 0 and out.startswith("verify OK") and "verify: 8.6 KiB/8.6 KiB (100%), " in err
