@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -30,7 +31,64 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(tools: KnowledgeTools) -> Server[Any]:
+#: Tool calls running at once (each on a worker thread). One more is refused at once
+#: with an error result, not queued: a client that floods the server gets answers.
+MAX_CALLS = 4
+#: A tool call that has not answered after this many seconds is answered with an
+#: error result; `cce mcp --call-timeout` sets it.
+DEFAULT_CALL_TIMEOUT = 60.0
+
+
+class _Calls:
+    """Tool calls off the event loop: each runs on a worker thread, so `ping`, the
+    other requests and cancellations are answered while a search runs; at most
+    MAX_CALLS at once; each awaited for at most `timeout` seconds.
+
+    A thread cannot be stopped: a call past its deadline is answered with an error
+    and left to finish, and it keeps its slot until it does (so a store that stalls
+    every call fills MAX_CALLS and further calls are refused, never piled up)."""
+
+    def __init__(self, tools: KnowledgeTools, timeout: float) -> None:
+        self.tools = tools
+        self.timeout = timeout
+        self.slots = threading.BoundedSemaphore(MAX_CALLS)
+        # Threads of calls past their deadline stay outside anyio's default pool.
+        self.limiter = anyio.CapacityLimiter(MAX_CALLS)
+
+    def _run(self, name: str, args: dict[str, Any]) -> ToolOutput:
+        try:
+            return self.tools.call(name, args)
+        except Exception as e:  # a tool bug must not take the session down
+            log.exception("tool %s failed", name)
+            return ToolOutput(f"{name} failed: {type(e).__name__}: {e}", True)
+        finally:
+            self.slots.release()
+
+    async def call(self, name: str, args: dict[str, Any]) -> ToolOutput:
+        if not self.slots.acquire(blocking=False):
+            return ToolOutput(
+                f"{name} refused: {MAX_CALLS} tool calls are still running; retry later",
+                True,
+            )
+        with anyio.move_on_after(self.timeout) as scope:
+            # abandon_on_cancel: the deadline (or the client's cancellation) answers
+            # now; the thread finishes on its own and then frees its slot.
+            return await anyio.to_thread.run_sync(
+                self._run, name, args, abandon_on_cancel=True, limiter=self.limiter
+            )
+        if scope.cancelled_caught:
+            log.warning("tool %s: no answer within %g s", name, self.timeout)
+        return ToolOutput(
+            f"{name} gave no answer within {self.timeout:g} s (cce mcp --call-timeout); "
+            "the store may be very large or damaged",
+            True,
+        )
+
+
+def build_server(
+    tools: KnowledgeTools, *, call_timeout: float = DEFAULT_CALL_TIMEOUT
+) -> Server[Any]:
+    calls = _Calls(tools, call_timeout)
     defs = [
         types.Tool(name=d["name"], description=d["description"], input_schema=d["inputSchema"])
         for d in tool_definitions()
@@ -45,15 +103,7 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
         name = params.name
         args = params.arguments or {}
         t0 = time.perf_counter()
-        try:
-            if name == "index_status":
-                # The remote lookup may wait on the network (bounded); keep the loop free.
-                out = await anyio.to_thread.run_sync(tools.call, name, args)
-            else:
-                out = tools.call(name, args)
-        except Exception as e:  # a tool bug must not take the session down
-            log.exception("tool %s failed", name)
-            out = ToolOutput(f"{name} failed: {type(e).__name__}: {e}", True)
+        out = await calls.call(name, args)
         log.debug(
             "%s answered in %.2f ms (%d chars)",
             name,
@@ -75,7 +125,12 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
     )
 
 
-def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) -> None:
+def serve_stdio(
+    root: str | os.PathLike[str],
+    *,
+    remote_timeout: float = 5.0,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+) -> None:
     """Serve until the client closes stdin."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -84,7 +139,7 @@ def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) ->
     )
     tools = KnowledgeTools(root, remote_timeout=remote_timeout)
     tools.warm()
-    server = build_server(tools)
+    server = build_server(tools, call_timeout=call_timeout)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
