@@ -39,6 +39,31 @@ MAX_CALLS = 4
 DEFAULT_CALL_TIMEOUT = 60.0
 
 
+class _Slot:
+    """Who frees a call's slot: its thread once it starts, else the caller that gave
+    up on it before it started (never both)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def claim(self) -> bool:
+        """The thread starts: True unless the call was abandoned first."""
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
+            return True
+
+    def abandon(self) -> bool:
+        """The caller is done: True if the thread never started (nor will)."""
+        with self._lock:
+            if self._state == "queued":
+                self._state = "abandoned"
+                return True
+            return False
+
+
 class _Calls:
     """Tool calls off the event loop: each runs on a worker thread, so `ping`, the
     other requests and cancellations are answered while a search runs; at most
@@ -55,7 +80,9 @@ class _Calls:
         # Threads of calls past their deadline stay outside anyio's default pool.
         self.limiter = anyio.CapacityLimiter(MAX_CALLS)
 
-    def _run(self, name: str, args: dict[str, Any]) -> ToolOutput:
+    def _run(self, name: str, args: dict[str, Any], slot: _Slot) -> ToolOutput:
+        if not slot.claim():
+            return ToolOutput("", True)  # given up before it started: nobody waits
         try:
             return self.tools.call(name, args)
         except Exception as e:  # a tool bug must not take the session down
@@ -70,14 +97,18 @@ class _Calls:
                 f"{name} refused: {MAX_CALLS} tool calls are still running; retry later",
                 True,
             )
-        with anyio.move_on_after(self.timeout) as scope:
-            # abandon_on_cancel: the deadline (or the client's cancellation) answers
-            # now; the thread finishes on its own and then frees its slot.
-            return await anyio.to_thread.run_sync(
-                self._run, name, args, abandon_on_cancel=True, limiter=self.limiter
-            )
-        if scope.cancelled_caught:
-            log.warning("tool %s: no answer within %g s", name, self.timeout)
+        slot = _Slot()
+        try:
+            with anyio.move_on_after(self.timeout):
+                # abandon_on_cancel: the deadline (or the client's cancellation) answers
+                # now; the thread finishes on its own and then frees its slot.
+                return await anyio.to_thread.run_sync(
+                    self._run, name, args, slot, abandon_on_cancel=True, limiter=self.limiter
+                )
+        finally:
+            if slot.abandon():  # cancelled before its thread started: free the slot here
+                self.slots.release()
+        log.warning("tool %s: no answer within %g s", name, self.timeout)
         return ToolOutput(
             f"{name} gave no answer within {self.timeout:g} s (cce mcp --call-timeout); "
             "the store may be very large or damaged",
