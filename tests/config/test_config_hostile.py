@@ -132,3 +132,13 @@ def test_nesting_and_aliases_compose_or_are_refused(depth: int, fan: int, levels
         else:
             to_python(doc)
         assert time.perf_counter() - t0 < 5.0
+
+
+def test_sync_init_refuses_to_edit_a_hostile_config() -> None:
+    """`cce sync init` edits the file in place: it must not round-trip an alias bomb
+    (or recurse through 5,000 brackets) either."""
+    from cce_knowledge.sync.remote_setup import edit_config_text
+
+    for text in HOSTILE.values():
+        with pytest.raises(ConfigRefused):
+            edit_config_text(text, "https://example.invalid/cache.git", True, None)
