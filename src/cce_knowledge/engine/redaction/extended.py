@@ -27,6 +27,7 @@ import bisect
 import json
 import re
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -492,7 +493,9 @@ class _Values:
         walked = self.walked.get(q)
         if walked is None:
             walked = self.walked[q] = array("i", [-1]) * (n + 1)
-        path: list[int] = []
+        # This walk's positions get its result's index now (a walk only moves on, so
+        # it never meets its own marks); the result is appended when it ends.
+        ref = len(self.results)
         got: tuple[int, bool] | None = None
         i = start + 1
         while i < n:
@@ -500,7 +503,7 @@ class _Values:
             if seen >= 0:
                 got = self.results[seen]
                 break
-            path.append(i)
+            walked[i] = ref
             c = text[i]
             if c == "\n":
                 got = (i, False)
@@ -537,9 +540,6 @@ class _Values:
         if got is None:
             got = (min(i, n), False)
         self.results.append(got)
-        ref = len(self.results) - 1
-        for p in path:
-            walked[p] = ref
         return got[0], True, got[1]
 
     def placeholder(self, a: int, b: int) -> bool:
@@ -659,22 +659,37 @@ def _candidates(text: str, low: str) -> list[Rule]:
     return [table[i] for i in sorted(picked)]
 
 
-def _anchor_starts(r: Rule, text: str, low: str) -> list[int] | None:
-    """The starts an anchored rule can match at; None: scan every position."""
+def _anchor_starts(r: Rule, text: str, low: str) -> Iterator[int] | None:
+    """The starts an anchored rule can match at, in order; None: scan every position.
+
+    Generated from the literals' positions, each window once: a set of every start
+    would cost up to `hi - lo + 1` integers per occurrence (tens of MB on a hostile
+    MB of text)."""
     if r.anchor is None:
         return None
     lits, lo, hi = r.anchor
     hay = low if r.icase else text
     if len(hay) != len(text):  # lower-casing changed offsets (İ): scan everything
         return None
-    starts: set[int] = set()
+    found: list[int] = []
     find = hay.find
     for n in lits:
         p = find(n)
         while p >= 0:
-            starts.update(range(max(0, p - hi), p - lo + 1))
+            found.append(p)
             p = find(n, p + 1)
-    return sorted(starts)
+    found.sort()
+    return _windows(found, lo, hi)
+
+
+def _windows(found: list[int], lo: int, hi: int) -> Iterator[int]:
+    done = 0  # every start below this was given
+    for p in found:
+        first = max(done, p - hi, 0)
+        last = p - lo
+        if first <= last:
+            yield from range(first, last + 1)
+            done = last + 1
 
 
 def _matches(r: Rule, text: str, low: str) -> list[re.Match[str]]:
