@@ -8,6 +8,9 @@ costs nothing, and `tests/engine/test_secret_rules.py` fails when it no longer m
 the installed package. Re-run after upgrading detect-secrets:
 
     python tools/gen_secret_rules.py
+
+then check `engine/redaction/extended.LINEAR_FORMS`: a changed pattern loses its
+linear-time form (`tests/engine/test_redaction_linear.py` says which).
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "cce_knowledge" / "engine" / "secret_rules.json"
+OUT = (
+    Path(__file__).resolve().parents[1]
+    / "src"
+    / "cce_knowledge"
+    / "engine"
+    / "redaction"
+    / "secret_rules.json"
+)
 
 #: Regex plugins left out, and why (recorded in the data file too).
 EXCLUDED = {

@@ -9,9 +9,11 @@ Content-Encoding, drip its answer a byte at a time) to test the client's handlin
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +21,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DIM = 64
+
+#: How a careless server may echo a key back in an error body.
+ECHO_FORMS = {
+    "raw": lambda k: k,
+    "upper": str.upper,
+    "lower": str.lower,
+    "percent": lambda k: urllib.parse.quote(k, safe=""),
+    "percent-lower": lambda k: urllib.parse.quote(k, safe="").lower(),
+    "json": lambda k: json.dumps(k)[1:-1],
+    "base64": lambda k: base64.b64encode(k.encode()).decode(),
+    "base64-urlsafe": lambda k: base64.urlsafe_b64encode(k.encode()).decode(),
+    "base64-header": lambda k: base64.b64encode(f"Authorization: Bearer {k}".encode()).decode(),
+    "base64-basic": lambda k: base64.b64encode(f"user:{k}".encode()).decode(),
+}
 
 
 def ngram_vector(text: str, dim: int = DIM) -> list[float]:
@@ -46,6 +62,8 @@ class EmbedServer:
     encoding: str | None = None  # sent as Content-Encoding (the body is sent as given)
     drip: float | None = None  # send the answer one byte every `drip` seconds
     poison: bytes | None = None  # a well-formed answer whose first number is this text
+    #: Answer 401 echoing the received bearer key in this encoding (see ECHO_FORMS).
+    echo_key_as: str | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -102,6 +120,11 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
                 return
             if state.redirect_to is not None:
                 self._send(307, b"", {"Location": state.redirect_to + self.path})
+                return
+            if state.echo_key_as is not None:
+                key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                echoed = ECHO_FORMS[state.echo_key_as](key)
+                self._send(401, json.dumps({"error": f"invalid key {echoed}"}).encode())
                 return
             if state.require_key and self.headers.get("Authorization") != (
                 f"Bearer {state.require_key}"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from cce_knowledge.config.settings import SemanticSettings
 from cce_knowledge.semantic.provider import Provider, ProviderError, ProviderUnreachable
 from cce_knowledge.semantic.textprep import MAX_TEXT_BYTES, chunk_text, cut_utf8
-from tests.helpers.embed_server import embed_server
+from tests.helpers.embed_server import ECHO_FORMS, embed_server
 
 KEY = "sk-test-0123456789abcdef"
 
@@ -95,3 +95,28 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+# Issue 25 point 8: a key echoed back re-encoded was printed as is.
+HARD_KEY = "sk-proj-Zq9/Kx+2Lm~Tt_0Ab%cD=e"
+
+
+@pytest.mark.parametrize("form", sorted(ECHO_FORMS))
+def test_a_key_echoed_in_any_encoding_is_scrubbed(form: str) -> None:
+    with embed_server(echo_key_as=form) as s:
+        p = Provider(
+            SemanticSettings("openai", s.url, "m"),
+            env={"CCE_EMBED_API_KEY": HARD_KEY, "CCE_ALLOW_INSECURE_HTTP": "1"},
+        )
+        with pytest.raises(ProviderError, match="HTTP 401") as ei:
+            p.embed(["x"])
+    msg = ei.value.message
+    echoed = ECHO_FORMS[form](HARD_KEY)
+    assert "***" in msg
+    if form.startswith("base64"):
+        # Only the characters that encode the key: a key of NULs changes exactly those
+        # (and a character at each end that also encodes a neighbour).
+        blank = ECHO_FORMS[form]("\0" * len(HARD_KEY))
+        echoed = "".join(c if c != b else "\0" for c, b in zip(echoed, blank, strict=True))
+    windows = [echoed[i : i + 8] for i in range(len(echoed) - 7)]
+    assert not any(w in msg for w in windows if "\0" not in w), msg

@@ -47,6 +47,9 @@ from cce_knowledge.config.check import retention_problem
 from cce_knowledge.config.reader import config_path
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.rustcompat import rs_is_blank
+from cce_knowledge.core.secrets import EMBED_API_KEY_ENV
+from cce_knowledge.core.secrets import scrub as scrub_forms
+from cce_knowledge.core.secrets import secret_forms as key_forms
 from cce_knowledge.store import snapshots
 from cce_knowledge.store.view import open_view
 from cce_knowledge.sync.remote import secret_forms
@@ -140,8 +143,9 @@ class Driver:
         self.step = step
         self.state = RunState(step=step)
 
-        # Every encoding a token can come back in (raw, percent-encoded, basic-auth
-        # base64): each is masked in the runner's log and scrubbed from child output.
+        # Every encoding a token can come back in (raw, cased, percent-encoded, base64,
+        # basic-auth base64): each is masked in the runner's log and scrubbed from
+        # child output. The embedding key comes from the job's env, never an input.
         self.secrets = [
             form
             for v in (inputs.get("cache-token", ""), inputs.get("source-token", ""))
@@ -154,6 +158,8 @@ class Driver:
             {ln.strip() for ln in key.split("\n") if len(ln.strip()) >= 4},
             key=lambda ln: (-len(ln), ln),
         )
+        if env.get(EMBED_API_KEY_ENV):
+            self.secrets += key_forms(env[EMBED_API_KEY_ENV])
         self.root = "."
 
     # -- helpers ---------------------------------------------------------------------------
@@ -167,9 +173,7 @@ class Driver:
             raise StepFailed(str(e)) from None
 
     def _scrub(self, text: str) -> str:
-        for s in self.secrets:
-            text = text.replace(s, "***")
-        return text
+        return scrub_forms(text, self.secrets)
 
     def _child_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {

@@ -47,6 +47,16 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     p.set_defaults(func=cmd_status)
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return v
+
+
 def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     m = sub.add_parser(
         "mcp",
@@ -67,6 +77,13 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
         default=5.0,
         metavar="SECONDS",
         help="bound on index_status' remote lookup (default: 5)",
+    )
+    m.add_argument(
+        "--call-timeout",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="answer a tool call that takes longer with an error (default: 60)",
     )
     m.set_defaults(func=cmd_mcp)
 
@@ -120,7 +137,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from cce_knowledge.mcp.server import serve_stdio
 
-    serve_stdio(args.dir, remote_timeout=args.remote_timeout)
+    serve_stdio(args.dir, remote_timeout=args.remote_timeout, call_timeout=args.call_timeout)
     return 0
 
 

@@ -20,7 +20,8 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from cce_knowledge.config.reader import Unparsable, WrongType, compose, to_python
+from cce_knowledge.config.reader import Unparsable, WrongType, compose_text, to_python
+from cce_knowledge.core.errors import ConfigRefused
 from cce_knowledge.core.untrusted import shown as escape_untrusted
 
 if TYPE_CHECKING:
@@ -145,9 +146,11 @@ def validate_config(
     except UnicodeDecodeError as e:
         return [(None, "$", f"not UTF-8 (byte offset {e.start})")]
     try:
-        doc = compose(text)
+        doc = compose_text(text, shown)
     except Unparsable as e:
         return [(None, "$", f"not valid YAML ({e})")]
+    except ConfigRefused as e:  # an alias bomb or nesting beyond the reader's limits
+        return [(None, "$", e.message)]
     if doc is None:
         return []
     try:

@@ -10,10 +10,13 @@ text ourselves.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from cce_knowledge.core.errors import ConfigRefused
 
 if TYPE_CHECKING:
     import yaml
@@ -51,11 +54,114 @@ def config_path(root: str | os.PathLike[str]) -> Path:
     return Path(root) / CONFIG_REL
 
 
-def compose(text: str) -> yaml.Node | None:
+#: A config nested deeper than this is refused (serde_yaml's recursion limit, too).
+MAX_DEPTH = 128
+#: A document whose aliases expand to more nodes than this is refused: a few hundred
+#: bytes of nested aliases ("billion laughs") would otherwise expand to 10^9 nodes in
+#: whatever walks the tree. A real config has tens of nodes.
+MAX_EXPANDED_NODES = 100_000
+#: A numeral longer than this is refused before `int()` sees it (Python refuses
+#: over 4300 digits with ValueError; u64 needs 20).
+MAX_NUMERAL_DIGITS = 1000
+_NUMERAL = re.compile(r"[+-]?(?:0[xob])?[0-9a-fA-F_.eE+-]*")
+
+
+class TooComplex(Exception):
+    """A document beyond the reader's limits (depth, alias expansion, numeral length):
+    refused outright, never read with defaults."""
+
+
+@functools.cache
+def _loader_class() -> type[Any]:
+    class BoundedLoader(yaml.SafeLoader):
+        """SafeLoader's composer with a depth limit, an alias-expansion budget and a
+        numeral-length limit, each checked while composing (so before any recursion
+        or expansion costs anything)."""
+
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._depth = 0
+            self._expanded = 0
+            self._sizes: dict[int, int] = {}
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            mark = self.peek_event().start_mark
+            where = f"line {mark.line + 1}"
+            alias = self.check_event(yaml.AliasEvent)
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                raise TooComplex(f"{where}: nested deeper than {MAX_DEPTH} levels")
+            try:
+                node: Any = super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+            if alias:
+                size = self._sizes.get(id(node))
+                if size is None:
+                    raise TooComplex(f"{where}: an alias to a node that contains it")
+            else:
+                size = 1
+                if isinstance(node, yaml.SequenceNode):
+                    size += sum(self._sizes[id(v)] for v in node.value)
+                elif isinstance(node, yaml.MappingNode):
+                    size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+                elif node.style is None and len(node.value) > MAX_NUMERAL_DIGITS:
+                    if _NUMERAL.fullmatch(node.value):
+                        raise TooComplex(
+                            f"{where}: a number of {len(node.value)} characters "
+                            f"(at most {MAX_NUMERAL_DIGITS})"
+                        )
+                self._sizes[id(node)] = size
+            # Every node once, and every alias as the whole tree it stands for.
+            self._expanded += size if alias else 1
+            if self._expanded > MAX_EXPANDED_NODES:
+                raise TooComplex(
+                    f"{where}: aliases expand the document beyond "
+                    f"{MAX_EXPANDED_NODES} nodes (an alias bomb?)"
+                )
+            return node
+
+    return BoundedLoader
+
+
+#: PyYAML's scanner reads a whole flow collection ahead before the composer sees its
+#: first node, with work quadratic in its depth: brackets nested deeper than this are
+#: refused before it runs (counted on the raw text, so brackets inside quoted strings
+#: count too; no real config comes near).
+MAX_FLOW_NESTING = 4 * MAX_DEPTH
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _flow_nesting(text: str) -> tuple[int, int]:
+    """(deepest bracket nesting, its line), on the raw text."""
+    depth = deepest = at = 0
+    for m in _BRACKET.finditer(text):
+        if m.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, m.start()
+        elif depth:
+            depth -= 1
+    return deepest, text.count("\n", 0, at) + 1
+
+
+def compose_text(text: str, where: str | os.PathLike[str]) -> yaml.Node | None:
+    """`text` composed within the limits above. Raises Unparsable for YAML that does
+    not parse, ConfigRefused (naming `where`) for a document beyond the limits."""
+    deepest, line = _flow_nesting(text)
+    if deepest > MAX_FLOW_NESTING:
+        raise ConfigRefused(
+            f"{os.fspath(where)}: refused: line {line}: brackets nested deeper than "
+            f"{MAX_FLOW_NESTING} levels"
+        )
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=_loader_class())
     except yaml.YAMLError as e:
         raise Unparsable(_one_line(e)) from e
+    except TooComplex as e:
+        raise ConfigRefused(f"{os.fspath(where)}: refused: {e}") from None
+    except RecursionError:  # belt and braces: the depth limit should come first
+        raise ConfigRefused(f"{os.fspath(where)}: refused: nested too deeply") from None
 
 
 def _one_line(e: Exception) -> str:
@@ -71,14 +177,15 @@ def _one_line(e: Exception) -> str:
 
 
 def load_document(path: Path) -> yaml.Node | None:
-    """The composed document, or None for a missing/empty file. Raises Unparsable."""
+    """The composed document, or None for a missing/empty file. Raises Unparsable, or
+    ConfigRefused for a document beyond the reader's limits."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
         raise Unparsable(str(e)) from e
-    return compose(text)
+    return compose_text(text, path)
 
 
 def mapping(node: yaml.Node | None) -> dict[str, yaml.Node] | None:
@@ -128,6 +235,8 @@ def _parse_int(v: str) -> int | None:
             s, base = s[2:], b
             break
     if not s or not all(c in "0123456789abcdefABCDEF"[: base if base <= 10 else 22] for c in s):
+        return None
+    if len(s) > MAX_NUMERAL_DIGITS:  # (composing refuses these; int() would raise)
         return None
     n = int(s, base)
     return -n if neg else n

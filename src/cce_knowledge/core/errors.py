@@ -34,6 +34,13 @@ class ConfigError(CceError):
     exit_code = 2
 
 
+class ConfigRefused(ConfigError):
+    """A config file refused outright, unread: nested too deeply, an alias bomb, a
+    numeral thousands of digits long (exit 2: the invocation cannot run as set up)."""
+
+    exit_code = 2
+
+
 class StoreError(CceError):
     """A knowledge store that is missing, unreadable or corrupt."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -36,7 +37,95 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(tools: KnowledgeTools) -> Server[Any]:
+#: Tool calls running at once (each on a worker thread). One more is refused at once
+#: with an error result, not queued: a client that floods the server gets answers.
+MAX_CALLS = 4
+#: A tool call that has not answered after this many seconds is answered with an
+#: error result; `cce mcp --call-timeout` sets it.
+DEFAULT_CALL_TIMEOUT = 60.0
+
+
+class _Slot:
+    """Who frees a call's slot: its thread once it starts, else the caller that gave
+    up on it before it started (never both)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def claim(self) -> bool:
+        """The thread starts: True unless the call was abandoned first."""
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
+            return True
+
+    def abandon(self) -> bool:
+        """The caller is done: True if the thread never started (nor will)."""
+        with self._lock:
+            if self._state == "queued":
+                self._state = "abandoned"
+                return True
+            return False
+
+
+class _Calls:
+    """Tool calls off the event loop: each runs on a worker thread, so `ping`, the
+    other requests and cancellations are answered while a search runs; at most
+    MAX_CALLS at once; each awaited for at most `timeout` seconds.
+
+    A thread cannot be stopped: a call past its deadline is answered with an error
+    and left to finish, and it keeps its slot until it does (so a store that stalls
+    every call fills MAX_CALLS and further calls are refused, never piled up)."""
+
+    def __init__(self, tools: KnowledgeTools, timeout: float) -> None:
+        self.tools = tools
+        self.timeout = timeout
+        self.slots = threading.BoundedSemaphore(MAX_CALLS)
+        # Threads of calls past their deadline stay outside anyio's default pool.
+        self.limiter = anyio.CapacityLimiter(MAX_CALLS)
+
+    def _run(self, name: str, args: dict[str, Any], slot: _Slot) -> ToolOutput:
+        if not slot.claim():
+            return ToolOutput("", True)  # given up before it started: nobody waits
+        try:
+            return self.tools.call(name, args)
+        except Exception as e:  # a tool bug must not take the session down
+            log.exception("tool %s failed", name)
+            return ToolOutput(f"{name} failed: {type(e).__name__}: {e}", True)
+        finally:
+            self.slots.release()
+
+    async def call(self, name: str, args: dict[str, Any]) -> ToolOutput:
+        if not self.slots.acquire(blocking=False):
+            return ToolOutput(
+                f"{name} refused: {MAX_CALLS} tool calls are still running; retry later",
+                True,
+            )
+        slot = _Slot()
+        try:
+            with anyio.move_on_after(self.timeout):
+                # abandon_on_cancel: the deadline (or the client's cancellation) answers
+                # now; the thread finishes on its own and then frees its slot.
+                return await anyio.to_thread.run_sync(
+                    self._run, name, args, slot, abandon_on_cancel=True, limiter=self.limiter
+                )
+        finally:
+            if slot.abandon():  # cancelled before its thread started: free the slot here
+                self.slots.release()
+        log.warning("tool %s: no answer within %g s", name, self.timeout)
+        return ToolOutput(
+            f"{name} gave no answer within {self.timeout:g} s (cce mcp --call-timeout); "
+            "the store may be very large or damaged",
+            True,
+        )
+
+
+def build_server(
+    tools: KnowledgeTools, *, call_timeout: float = DEFAULT_CALL_TIMEOUT
+) -> Server[Any]:
+    calls = _Calls(tools, call_timeout)
     defs = [
         types.Tool(name=d["name"], description=d["description"], input_schema=d["inputSchema"])
         for d in tool_definitions()
@@ -51,15 +140,7 @@ def build_server(tools: KnowledgeTools) -> Server[Any]:
         name = params.name
         args = params.arguments or {}
         t0 = time.perf_counter()
-        try:
-            if name == "index_status":
-                # The remote lookup may wait on the network (bounded); keep the loop free.
-                out = await anyio.to_thread.run_sync(tools.call, name, args)
-            else:
-                out = tools.call(name, args)
-        except Exception as e:  # a tool bug must not take the session down
-            log.exception("tool %s failed", name)
-            out = ToolOutput(f"{name} failed: {type(e).__name__}: {e}", True)
+        out = await calls.call(name, args)
         log.debug(
             "%s answered in %.2f ms (%d chars)",
             name,
@@ -95,7 +176,12 @@ def missing_store_notice(root: str | os.PathLike[str]) -> str | None:
     )
 
 
-def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) -> None:
+def serve_stdio(
+    root: str | os.PathLike[str],
+    *,
+    remote_timeout: float = 5.0,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+) -> None:
     """Serve until the client closes stdin."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -106,7 +192,7 @@ def serve_stdio(root: str | os.PathLike[str], *, remote_timeout: float = 5.0) ->
         print(why, file=sys.stderr, flush=True)
     tools = KnowledgeTools(root, remote_timeout=remote_timeout)
     tools.warm()
-    server = build_server(tools)
+    server = build_server(tools, call_timeout=call_timeout)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

@@ -191,6 +191,7 @@ class KnowledgeTools:
         # One search at a time: tool calls run on worker threads, and two first
         # searches must not both build the derived index.
         self._search_lock = threading.Lock()
+        self._state_lock = threading.Lock()
 
     # ------------------------------------------------------------ shared state
 
@@ -237,18 +238,21 @@ class KnowledgeTools:
         Present but None = `current` names a file that is not a loadable store. The
         view is rebuilt only when `current` or the file changes (a pull, a re-index).
         """
-        sig = current_signature(self.root)
-        if sig is None:
-            self._sig, self._view = None, None
-            return None, False
-        if sig != self._sig:
-            self._sig = sig
-            try:
-                self._view = open_view(store_path(self.root, sig.snapshot))
-            except (OSError, ValueError, UnicodeDecodeError) as e:
-                self._view = None
-                log.warning("knowledge store present but not loadable: %s", e)
-        return self._view, True
+        # Calls run on several worker threads (mcp/server.py): the (signature, view)
+        # pair changes together.
+        with self._state_lock:
+            sig = current_signature(self.root)
+            if sig is None:
+                self._sig, self._view = None, None
+                return None, False
+            if sig != self._sig:
+                self._sig = sig
+                try:
+                    self._view = open_view(store_path(self.root, sig.snapshot))
+                except (OSError, ValueError, UnicodeDecodeError) as e:
+                    self._view = None
+                    log.warning("knowledge store present but not loadable: %s", e)
+            return self._view, True
 
     def _scanned(self, view: StoreView) -> StoreView | None:
         """The view with its chunk table read (None, and the store marked failed, if the

@@ -4,7 +4,8 @@ Everything a provider answers is untrusted: the body must be JSON of the documen
 shape, one finite vector per input, all of one dimension. Redirects are refused (a
 credential goes only to the origin it was configured for). The API key comes from
 CCE_EMBED_API_KEY, is sent to the openai provider only, never over plain http unless
-CCE_ALLOW_INSECURE_HTTP=1, and never appears in a message.
+CCE_ALLOW_INSECURE_HTTP=1, and never appears in a message, in any form it may be
+echoed in (core/secrets.py).
 
 Lazy imports: httpx (~60 ms) loads only when a provider is really asked.
 """
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.core.errors import CceError
+from cce_knowledge.core.secrets import EMBED_API_KEY_ENV, scrub, secret_forms
 from cce_knowledge.core.urls import display_url
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
     from cce_knowledge.config.settings import SemanticSettings
 
-API_KEY_ENV = "CCE_EMBED_API_KEY"
+API_KEY_ENV = EMBED_API_KEY_ENV
 INSECURE_ENV = "CCE_ALLOW_INSECURE_HTTP"
 #: At most this many texts per request (providers cap batches; 64 is safe for all).
 MAX_BATCH = 64
@@ -89,7 +91,8 @@ class Provider:
         }
         self.key_note: str | None = None
         key = env.get(API_KEY_ENV) or ""
-        self._key = key
+        # Every form the key may be echoed in (percent-encoded, base64, cased...).
+        self._key_forms = secret_forms(key) if key else []
         if key and cfg.provider == "openai":
             scheme = urllib.parse.urlsplit(self.url).scheme.lower()
             if scheme == "https" or env.get(INSECURE_ENV) == "1":
@@ -121,7 +124,7 @@ class Provider:
         self.close()
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        return scrub(text, self._key_forms)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One request: a vector per text, in order. Raises ProviderError/ProviderUnreachable."""

@@ -13,8 +13,9 @@ A credential goes only to the origin it was given for (docs/security.md):
 * a token is never sent over plain `http://` (loopback included) unless
   `CCE_ALLOW_INSECURE_HTTP=1`; without it nothing is sent and the error names the
   variable;
-* error text is scrubbed of the token in every encoding we produce: raw,
-  percent-encoded and inside the basic-auth base64 of `user:token`.
+* error text is scrubbed of the token in every encoding it may come back in
+  (core/secrets.py): raw, any letter case, percent-encoded, JSON-escaped, base64
+  at any offset and inside the basic-auth base64 of `user:token`.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from cce_knowledge.config.settings import Settings, cce_home
 from cce_knowledge.core.errors import SyncError
+from cce_knowledge.core.secrets import EMBED_API_KEY_ENV
+from cce_knowledge.core.secrets import scrub as scrub_forms
+from cce_knowledge.core.secrets import secret_forms as core_secret_forms
 
 TOKEN_ENV_VARS = ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")
 #: The explicit opt-in for sending a token over plain http:// (e.g. a loopback test server).
@@ -92,13 +96,9 @@ class Remote:
 
 
 def secret_forms(secret: str, username: str | None = None) -> list[str]:
-    """`secret` as it may come back in an error: raw, percent-encoded, and the base64
-    of the basic-auth `user:secret` pair we send (padded and unpadded), longest first."""
-    forms = {secret, quote(secret, safe=""), quote(secret)}
-    for user in {username or DEFAULT_USER, DEFAULT_USER}:
-        b64 = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
-        forms.update({b64, b64.rstrip("=")})
-    return sorted((f for f in forms if len(f) >= 4), key=lambda f: (-len(f), f))
+    """`secret` as it may come back in an error (core.secrets.secret_forms), with the
+    base64 of the basic-auth `user:secret` pair we send."""
+    return core_secret_forms(secret, {username or DEFAULT_USER, DEFAULT_USER})
 
 
 _REDIRECT_REFUSED = re.compile(r"returned error: 30[12378]\b")
@@ -155,16 +155,17 @@ def scrub(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
 
 
 def remove_secrets(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """`text` with `secrets` and the token variables' values (every form) replaced by ***."""
-    out = text
+    """`text` with `secrets`, the token variables' and the embedding key's values
+    (every form, any letter case) replaced by ***."""
     forms = [s for s in secrets if s and len(s) >= 4]
     for var in TOKEN_ENV_VARS:
         tok = os.environ.get(var)
         if tok:
             forms.extend(secret_forms(tok))
-    for s in sorted(set(forms), key=lambda f: (-len(f), f)):
-        out = out.replace(s, "***")
-    return out
+    key = os.environ.get(EMBED_API_KEY_ENV)
+    if key:
+        forms.extend(core_secret_forms(key))
+    return scrub_forms(text, forms)
 
 
 def slug(remote: Remote) -> str:

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
-from cce_knowledge.config.reader import config_path
+from cce_knowledge.config.reader import CONFIG_REL, Unparsable, compose_text, config_path
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import ConfigError
 from cce_knowledge.sync.clone import CCE_ATTR_LINE, CCK_ATTR_LINE, open_cache
@@ -69,10 +68,11 @@ def edit_config_text(
     rewrote = False
     if text:
         try:
-            # The readers use PyYAML: a file they cannot parse is replaced, not patched.
-            yaml.compose(text, Loader=yaml.SafeLoader)
+            # The readers use PyYAML: a file they cannot parse is replaced, not patched;
+            # one beyond their limits (alias bomb, deep nesting) is refused.
+            compose_text(text, CONFIG_REL)
             doc = _yaml().load(text)
-        except (YAMLError, yaml.YAMLError):
+        except (YAMLError, Unparsable):
             doc, rewrote = None, True
     if doc is None:
         doc = CommentedMap()

@@ -23,8 +23,11 @@ regex is compiled the first time it runs.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -34,10 +37,18 @@ from typing import Any
 
 import ahocorasick
 
+from cce_knowledge.core.rustcompat import ascii_lower
 from cce_knowledge.engine.redaction import reference as redactor
 from cce_knowledge.engine.redaction.gate import fold as _fold
 from cce_knowledge.engine.redaction.gate import precheck
-from cce_knowledge.engine.redaction.reference import is_placeholder, redact, scan_value
+from cce_knowledge.engine.redaction.reference import (
+    _ASCII_WS,
+    _PLACEHOLDER_PREFIXES,
+    _QUOTES,
+    _is_glue,
+    is_placeholder,
+    redact,
+)
 
 _TOKEN = re.compile(r"\[REDACTED:[A-Z0-9_]+\]")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -65,13 +76,86 @@ class Rule:
 
     @property
     def regex(self) -> re.Pattern[str]:
+        """The rule as its source states it (the definition the tests sample from)."""
         # Compiled on first use: most texts (and most cold processes) never need most rules.
         return _compiled(self.pattern, self.flags)
+
+    @property
+    def scanner(self) -> re.Pattern[str]:
+        """What matching runs: the rule's linear-time form (LINEAR_FORMS) when it has
+        one, else the rule itself."""
+        return _compiled(linear_form(self.pattern) or self.pattern, self.flags)
 
 
 @cache
 def _compiled(pattern: str, flags: int) -> re.Pattern[str]:
     return re.compile(pattern, flags)
+
+
+# An issue-12 rule (see _OWN_RULES), here: it has a linear form below.
+# The BEGIN line, then the lines a PEM body is made of: headers, base64 (never a
+# space) and the blank line before base64. Prose after the key survives.
+_PEM_UNTERMINATED = (
+    r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z][A-Za-z0-9-]*: [^\n]*"
+    r"|[A-Za-z0-9+/=]{4,}(?=\r?\n|\\r?\\n|$)"
+    r"|(?=(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]{16,})))*"
+)
+
+
+# ---------------------------------------------------------------- linear-time forms
+
+# A backtracking engine spends more than linear time on three shapes these rules
+# have (issue 25): nested runs of spaces around an operator (` *`, ` +`, ` *`: cubic
+# in the run), and a run that every start re-scans when the pattern fails after it
+# (`eyJ` repeated with no `.`, `sk-` repeated with no `T3BlbkFJ` tail, `//` repeated
+# on a line: quadratic). Each form below matches exactly what its rule matches (same
+# spans, same groups; tests/engine/test_redaction_linear.py checks that against the
+# rule on sampled, mutated and hostile texts) and runs in linear time:
+#
+# * the operator between a key and its value, `(?: *)(?:=|:|:=|=>| +|::)(?: *)`, is
+#   followed by a quote or a value character (never a space or `=:>`), so only one
+#   split of the spaces can succeed: possessive runs take it at once;
+# * a `(?P<skip>...)` arm, tried only when the rule fails at a start, consumes the
+#   run that made it fail, which every later start inside that run would re-scan and
+#   fail on too (each form says why). A match of the `skip` arm is not a match.
+_OP = r"(?: *)(?:=|:|:=|=>| +|::)(?: *)"
+_OP_LINEAR = r"(?: *+(?:=>|:=|::|=|:) *+| ++)"
+
+
+def linear_form(pattern: str) -> str | None:
+    """The linear-time form matching runs for `pattern`; None: the pattern itself."""
+    form = LINEAR_FORMS.get(pattern)
+    if form is None and _OP in pattern:
+        # CloudantDetector (2), IbmCloudIamDetector, IbmCosHmacDetector, SoftlayerDetector.
+        form = pattern.replace(_OP, _OP_LINEAR)
+    return form
+
+
+#: Rule pattern (as secret_rules.json or this module states it) -> its linear form,
+#: besides the operator rewrite every pattern holding `_OP` gets (linear_form).
+LINEAR_FORMS: dict[str, str] = {
+    # JwtTokenDetector. A lazy tail at the very end always matches nothing, so the
+    # match ends after `\.?`. The first run stops only at a character outside it, so a
+    # start that fails fails on what follows that run, as does every later `eyJ` in it.
+    r"eyJ[A-Za-z0-9-_=]+\.[A-Za-z0-9-_=]+\.?[A-Za-z0-9-_.+/=]*?": (
+        r"eyJ[A-Za-z0-9-_=]++\.[A-Za-z0-9-_=]++\.?|(?P<skip>eyJ[A-Za-z0-9-_=]*+)"
+    ),
+    # OpenAIDetector. Every match lies inside one run of `[A-Za-z0-9-_]`; a later
+    # `sk-` in the run can only end on a `T3BlbkFJ` the first start already tried.
+    r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}": (
+        r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|(?P<skip>sk-[A-Za-z0-9-_]*+)"
+    ),
+    # pem-private-key-unterminated (ours): the header is made of characters of its
+    # own run (`[ A-Z0-9_-]`), so a later `-----BEGIN` in the run can only end on a
+    # `PRIVATE KEY-----` the first one already tried; the body always matches.
+    _PEM_UNTERMINATED: _PEM_UNTERMINATED + r"|(?P<skip>-----BEGIN[ A-Z0-9_-]*+)",
+    # NpmDetector. `.+` stays on the line: a later `//` on the same line can only use
+    # a `/:_authToken=` the first one already tried; a match runs to the line's end.
+    r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": (
+        r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*|(?P<skip>\/\/.*)"
+    ),
+}
 
 
 # ---------------------------------------------------------------- prefilter literals
@@ -248,17 +332,7 @@ _OWN_RULES: tuple[tuple[str, str, str, int], ...] = (
     ("github-fine-grained-pat", "GITHUB_TOKEN", r"github_pat_[A-Za-z0-9_]{22,}", 0),
     ("slack-app-token", "SLACK_TOKEN", r"xapp-\d+-[A-Za-z0-9-]{10,}", 0),
     ("stripe-key", "STRIPE_KEY", r"[rs]k_(?:live|test)_[A-Za-z0-9]{10,}", 0),
-    (
-        "pem-private-key-unterminated",
-        "PRIVATE_KEY",
-        # The BEGIN line, then the lines a PEM body is made of: headers, base64 (never
-        # a space) and the blank line before base64. Prose after the key survives.
-        r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z][A-Za-z0-9-]*: [^\n]*"
-        r"|[A-Za-z0-9+/=]{4,}(?=\r?\n|\\r?\\n|$)"
-        r"|(?=(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]{16,})))*",
-        0,
-    ),
+    ("pem-private-key-unterminated", "PRIVATE_KEY", _PEM_UNTERMINATED, 0),
 )
 
 #: Keys the reference's generic pass knows; here they may end a longer word
@@ -327,8 +401,14 @@ def shape_counts() -> dict[str, int]:
 # ---------------------------------------------------------------- matching
 
 
+def _is_skip(m: re.Match[str]) -> bool:
+    """A match of a linear form's `skip` arm: no match of the rule."""
+    return "skip" in m.re.groupindex and m.start("skip") >= 0
+
+
 def _secret_span(m: re.Match[str]) -> tuple[int, int]:
-    if m.re.groups and m.start(1) >= 0:
+    groups = m.re.groups - ("skip" in m.re.groupindex)
+    if groups and m.start(1) >= 0:
         s, e = m.start(1), m.end(1)
     else:
         s, e = m.start(), m.end()
@@ -340,21 +420,167 @@ def _secret_span(m: re.Match[str]) -> tuple[int, int]:
     return s, e
 
 
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
+
+
+class _Widener:
+    """`widen(e)`: `e` moved to the end of the run of token characters it stops in.
+    Remembers the last run it walked: the matches of one rule come in order, so each
+    run is walked once per rule, not once per match inside it (quadratic)."""
+
+    __slots__ = ("hi", "lo", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lo = self.hi = -1
+
+    def widen(self, e: int) -> int:
+        text = self.text
+        if not (0 < e < len(text) and text[e - 1] in _TOKEN_CHARS):
+            return e
+        if self.lo <= e <= self.hi:
+            return self.hi
+        m = _TOKEN_RUN.match(text, e)
+        assert m is not None  # (a `*` always matches)
+        self.lo, self.hi = e, m.end()
+        return self.hi
+
+
 def _widen(text: str, e: int) -> int:
-    if 0 < e < len(text) and text[e - 1] in _TOKEN_CHARS:
-        while e < len(text) and text[e] in _TOKEN_CHARS:
-            e += 1
-    return e
+    return _Widener(text).widen(e)
 
 
-def _assignment_span(text: str, m: re.Match[str]) -> tuple[int, int] | None:
-    scanned = scan_value(text, m.end())
+_NOT_WS = re.compile(r"[^ \t\n\x0c\r]*")  # reference._ASCII_WS: no VT
+_TO_BRACKET = re.compile(r"[^\]]*")
+_SAME = re.compile(r"(.)\1*", re.DOTALL)
+#: A value this short is checked as the reference checks it, on a copy.
+_SHORT_VALUE = 64
+
+
+class _Values:
+    """`reference.scan_value` and `is_placeholder` for the assignment rule, over one
+    text, in amortised linear time: many keys inside one long value (`x_token=`
+    repeated on a line) would each re-scan the rest of it (quadratic). Unquoted: the
+    next whitespace, remembered for the run. Quoted: the walk from a position on is
+    the same whatever quote opened it (for one quote character), so each position
+    records the walk that passed it, and a later walk stops where it meets one."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.ws = (-1, -1)  # (from, next whitespace): none in between
+        self.bracket = (-1, -1)  # (from, next `]`)
+        self.walked: dict[str, array[int]] = {}
+        self.results: list[tuple[int, bool]] = []
+
+    def _next(self, cache: tuple[int, int], rx: re.Pattern[str], a: int) -> tuple[int, int]:
+        lo, hi = cache
+        if lo <= a <= hi:
+            return cache
+        m = rx.match(self.text, a)
+        assert m is not None  # (a `*` always matches)
+        return a, m.end()
+
+    def scan(self, start: int) -> tuple[int, bool, bool] | None:
+        """(end, quoted, closed) as scan_value gives them, without the inner text."""
+        text = self.text
+        n = len(text)
+        if start >= n or text[start] in _ASCII_WS:
+            return None
+        q = text[start]
+        if q not in _QUOTES:
+            self.ws = self._next(self.ws, _NOT_WS, start)
+            return self.ws[1], False, False
+        walked = self.walked.get(q)
+        if walked is None:
+            walked = self.walked[q] = array("i", [-1]) * (n + 1)
+        # This walk's positions get its result's index now (a walk only moves on, so
+        # it never meets its own marks); the result is appended when it ends.
+        ref = len(self.results)
+        got: tuple[int, bool] | None = None
+        i = start + 1
+        while i < n:
+            seen = walked[i]
+            if seen >= 0:
+                got = self.results[seen]
+                break
+            walked[i] = ref
+            c = text[i]
+            if c == "\n":
+                got = (i, False)
+                break
+            if c == "\\":
+                i += 1 if i + 1 < n and text[i + 1] == "\n" else 2
+                continue
+            if c == q:
+                if i + 1 < n and text[i + 1] == q:
+                    i += 2
+                    continue
+                if i + 1 >= n or text[i + 1] in _ASCII_WS:
+                    got = (i + 1, True)
+                    break
+                if _is_glue(text[i + 1]):
+                    i += 1
+                    continue
+                j = i + 1
+                close = True
+                while j < n:
+                    cj = text[j]
+                    if cj in _ASCII_WS:
+                        break
+                    if cj == q:
+                        close = False
+                        break
+                    j += 1
+                if close:
+                    got = (i + 1, True)
+                    break
+                i += 1
+                continue
+            i += 1
+        if got is None:
+            got = (min(i, n), False)
+        self.results.append(got)
+        return got[0], True, got[1]
+
+    def placeholder(self, a: int, b: int) -> bool:
+        """is_placeholder(text[a:b]) without copying a long value."""
+        text = self.text
+        if b - a <= _SHORT_VALUE:
+            return is_placeholder(text[a:b])
+        if text.startswith("[REDACTED:", a):
+            self.bracket = self._next(self.bracket, _TO_BRACKET, a + len("[REDACTED:"))
+            if self.bracket[1] == b - 1:
+                return True
+        # The prefixes, the bracketing pairs and the one-character run need only the
+        # value's two ends and its first run; the null words are all short.
+        head, tail = ascii_lower(text[a : a + 16]), ascii_lower(text[b - 2 : b])
+        if head.startswith(_PLACEHOLDER_PREFIXES):
+            return True
+        if (
+            (head.startswith("<") and tail.endswith(">"))
+            or (head.startswith("${") and tail.endswith("}"))
+            or (head.startswith("{{") and tail.endswith("}}"))
+        ):
+            return True
+        m = _SAME.match(text, a, b)
+        return m is not None and m.end() == b
+
+
+def _assignment_span(
+    text: str, m: re.Match[str], values: _Values | None = None
+) -> tuple[int, int] | None:
+    values = _Values(text) if values is None else values
+    start = m.end()
+    scanned = values.scan(start)
     if scanned is None:
         return None
-    end, inner, quoted, closed = scanned
-    if len(inner.encode("utf-8")) < 8 or is_placeholder(inner):
+    end, quoted, closed = scanned
+    a, b = start + (1 if quoted else 0), end - (1 if quoted and closed else 0)
+    # len(inner.encode()) < 8: a value of 8 characters or more has 8 bytes or more.
+    short = b - a < 8 and len(text[a:b].encode("utf-8")) < 8
+    if short or values.placeholder(a, b):
         return None
-    return m.end() + (1 if quoted else 0), end - (1 if quoted and closed else 0)
+    return a, b
 
 
 def _prose_span(m: re.Match[str]) -> tuple[int, int] | None:
@@ -433,40 +659,74 @@ def _candidates(text: str, low: str) -> list[Rule]:
     return [table[i] for i in sorted(picked)]
 
 
-def _anchor_starts(r: Rule, text: str, low: str) -> list[int] | None:
-    """The starts an anchored rule can match at; None: scan every position."""
+def _anchor_starts(r: Rule, text: str, low: str) -> Iterator[int] | None:
+    """The starts an anchored rule can match at, in order; None: scan every position.
+
+    Generated from the literals' positions, each window once: a set of every start
+    would cost up to `hi - lo + 1` integers per occurrence (tens of MB on a hostile
+    MB of text)."""
     if r.anchor is None:
         return None
     lits, lo, hi = r.anchor
     hay = low if r.icase else text
     if len(hay) != len(text):  # lower-casing changed offsets (İ): scan everything
         return None
-    starts: set[int] = set()
+    found: list[int] = []
     find = hay.find
     for n in lits:
         p = find(n)
         while p >= 0:
-            starts.update(range(max(0, p - hi), p - lo + 1))
+            found.append(p)
             p = find(n, p + 1)
-    return sorted(starts)
+    found.sort()
+    return _windows(found, lo, hi)
+
+
+def _windows(found: list[int], lo: int, hi: int) -> Iterator[int]:
+    done = 0  # every start below this was given
+    for p in found:
+        first = max(done, p - hi, 0)
+        last = p - lo
+        if first <= last:
+            yield from range(first, last + 1)
+            done = last + 1
 
 
 def _matches(r: Rule, text: str, low: str) -> list[re.Match[str]]:
     """`finditer`'s matches, trying only the starts an anchor allows."""
     starts = _anchor_starts(r, text, low)
+    rx = r.scanner
     if starts is None:
-        return list(r.regex.finditer(text))
+        return [m for m in rx.finditer(text) if not _is_skip(m)]
     out: list[re.Match[str]] = []
     floor = 0
-    match = r.regex.match
+    match = rx.match
     for s in starts:
         if s < floor:
             continue
         m = match(text, s)
         if m is not None:
-            out.append(m)
+            if not _is_skip(m):
+                out.append(m)
             floor = m.end() if m.end() > s else s + 1
     return out
+
+
+def rule_spans(r: Rule, text: str, low: str) -> list[tuple[int, int, str]]:
+    """Every (start, end, label) rule `r` flags in `text` (`low`: `_fold(text)`)."""
+    widen = _Widener(text).widen
+    values = _Values(text) if r.kind == "assignment" else None
+    spans: list[tuple[int, int, str]] = []
+    for m in _matches(r, text, low):
+        if r.kind == "assignment":
+            span = _assignment_span(text, m, values)
+        elif r.kind == "prose":
+            span = _prose_span(m)
+        else:
+            span = _secret_span(m)
+        if span is not None and span[0] < span[1]:
+            spans.append((span[0], widen(span[1]), r.label))
+    return spans
 
 
 def find_spans(text: str) -> list[tuple[int, int, str]]:
@@ -474,28 +734,25 @@ def find_spans(text: str) -> list[tuple[int, int, str]]:
     low = _fold(text)
     spans: list[tuple[int, int, str]] = []
     for r in _candidates(text, low):
-        for m in _matches(r, text, low):
-            if r.kind == "assignment":
-                span = _assignment_span(text, m)
-            elif r.kind == "prose":
-                span = _prose_span(m)
-            else:
-                span = _secret_span(m)
-            if span is not None and span[0] < span[1]:
-                spans.append((span[0], _widen(text, span[1]), r.label))
+        spans.extend(rule_spans(r, text, low))
     return spans
 
 
 def _apply(text: str, spans: list[tuple[int, int, str]]) -> str:
     tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    # Tokens never overlap, so they are sorted by start and by end alike: the ones a
+    # span touches are found by bisection, not by a scan of all of them per span.
+    ends = [te for _, te in tokens]
     merged: list[tuple[int, int, str]] = []
     for s, e, label in sorted(spans):
+        i = bisect.bisect_right(ends, s)  # the first token ending after s
         # Inside an existing redaction token: already redacted.
-        if any(ts <= s and e <= te for ts, te in tokens):
+        if i < len(tokens) and tokens[i][0] <= s and e <= tokens[i][1]:
             continue
-        for ts, te in tokens:  # overlapping one: take the token in whole
-            if ts < e and s < te:
-                s, e = min(s, ts), max(e, te)
+        while i < len(tokens) and tokens[i][0] < e:  # overlapping: take the token whole
+            ts, te = tokens[i]
+            s, e = min(s, ts), max(e, te)
+            i += 1
         if merged and s < merged[-1][1]:
             ps, pe, plabel = merged[-1]
             merged[-1] = (ps, max(pe, e), plabel)

@@ -14,7 +14,14 @@ from collections.abc import Callable
 
 from cce_knowledge.config.choices import DEFAULT_REDACTION, REDACTIONS, Redaction
 
-__all__ = ["DEFAULT_REDACTION", "REDACTIONS", "Redaction", "redact_for_display", "redactor_for"]
+__all__ = [
+    "DEFAULT_REDACTION",
+    "DISPLAY_MAX",
+    "REDACTIONS",
+    "Redaction",
+    "redact_for_display",
+    "redactor_for",
+]
 
 
 def redactor_for(mode: Redaction) -> Callable[[str], str]:
@@ -32,8 +39,28 @@ def redactor_for(mode: Redaction) -> Callable[[str], str]:
     raise ValueError(f"unknown redaction {mode!r} (one of {', '.join(REDACTIONS)})")
 
 
+#: Display shows at most this many characters of a text (a record id has no length
+#: limit in the contract: a pulled corpus may hold one of megabytes)...
+DISPLAY_MAX = 512
+#: ...and redaction reads at most this many: a secret that straddles the cut is
+#: redacted whole before the cut is made, not left as a prefix too short to match.
+DISPLAY_SCAN = 4 * DISPLAY_MAX
+
+
 def redact_for_display(text: str) -> str:
-    """`text` fit to show: every rule, whatever the store was indexed with."""
+    """`text` fit to show: every rule, whatever the store was indexed with; a text
+    longer than DISPLAY_MAX is cut there, with how much was left out."""
+    if len(text) > DISPLAY_MAX:
+        shown = _redacted(text[:DISPLAY_SCAN])
+        cut = DISPLAY_MAX
+        token = shown.rfind("[REDACTED:", 0, cut)
+        if token >= 0 and shown.find("]", token) >= cut:
+            cut = token  # not halfway through a redaction token
+        return f"{shown[:cut]}…[cut: {len(text)} characters in all]"
+    return _redacted(text)
+
+
+def _redacted(text: str) -> str:
     from cce_knowledge.engine.redaction.gate import may_redact  # literals only: cheap
 
     # Most shown texts (record ids) hold no needle of any rule: answering that from

@@ -37,6 +37,29 @@ SPECIFIC: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
 )
 
+# Linear-time forms of the two SPECIFIC patterns a backtracking engine runs in
+# quadratic time (issue 25): each start re-scans a run the previous start already
+# failed on (`-----BEGIN … PRIVATE KEY-----` repeated with no END: the lazy body
+# scans to the end of the text from every header; `eyJ` repeated: the first run
+# from every `eyJ`). The `skip` arm, tried only where the pattern fails, consumes
+# what every later start inside it would fail on too, and is put back unchanged:
+# * no END after a header means none after any later header either;
+# * a start in the first run of a failed JWT start reaches the same run end, with
+#   fewer characters before it.
+# tests/engine/test_redaction_linear.py checks the same output as SPECIFIC's.
+_PEM_LINEAR = re.compile(
+    SPECIFIC[0][0].pattern + r"|(?P<skip>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*)", re.DOTALL
+)
+_JWT_LINEAR = re.compile(
+    r"eyJ[A-Za-z0-9_-]{10,}+\.eyJ[A-Za-z0-9_-]{10,}+\.[A-Za-z0-9_-]{10,}+"
+    r"|(?P<skip>eyJ[A-Za-z0-9_-]*+)"
+)
+
+
+def _sub_linear(rx: re.Pattern[str], repl: str, text: str) -> str:
+    return rx.sub(lambda m: m.group() if m.start("skip") >= 0 else repl, text)
+
+
 # ---------------------------------------------------------------- pass 2
 
 _KEYS = (
@@ -311,7 +334,7 @@ def redact(text: str) -> str:
     # Unrolled (this runs for every document and facet): same order as SPECIFIC.
     sp = SPECIFIC
     if "-----BEGIN " in text:
-        text = sp[0][0].sub(sp[0][1], text)
+        text = _sub_linear(_PEM_LINEAR, sp[0][1], text)
     if "sk" in text:
         if "sk-ant-" in text:
             text = sp[1][0].sub(sp[1][1], text)
@@ -328,7 +351,7 @@ def redact(text: str) -> str:
     if "AIza" in text:
         text = sp[7][0].sub(sp[7][1], text)
     if "eyJ" in text:
-        text = sp[8][0].sub(sp[8][1], text)
+        text = _sub_linear(_JWT_LINEAR, sp[8][1], text)
     # Every generic assignment needs a `:` or `=` operator.
     if ":" not in text and "=" not in text:
         return text
