@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,6 +176,28 @@ def _str_arg(args: dict[str, Any], key: str) -> str | None:
     return v if isinstance(v, str) else None
 
 
+@dataclass
+class _Found:
+    """What a `context_search` call found: rows, a notice, the chunk count shown with
+    an empty answer, and the result's `_meta`."""
+
+    rows: list[render.BlendRow] = field(default_factory=list)
+    notice: str | None = None
+    total: int = 0
+    meta: dict[str, Any] | None = None
+
+
+def _detail_args(args: dict[str, Any]) -> tuple[str, int | None]:
+    """`detail` (compact unless a known level) and `max_tokens` (a non-negative int)."""
+    detail_arg = _str_arg(args, "detail")
+    detail = ascii_lower(rs_trim(detail_arg)) if detail_arg is not None else "compact"
+    if detail not in render.DETAIL_LEVELS:
+        detail = "compact"
+    mt = args.get("max_tokens")
+    max_tokens = mt if isinstance(mt, int) and not isinstance(mt, bool) and mt >= 0 else None
+    return detail, max_tokens
+
+
 class KnowledgeTools:
     """The tool handlers for one served root."""
 
@@ -287,53 +309,49 @@ class KnowledgeTools:
         if source == "code":
             return ToolOutput(render.NOT_INDEXED_MESSAGE)
         top_k = _pos_int(args.get("top_k")) or DEFAULT_TOP_K
-        detail_arg = _str_arg(args, "detail")
-        detail = ascii_lower(rs_trim(detail_arg)) if detail_arg is not None else "compact"
-        if detail not in render.DETAIL_LEVELS:
-            detail = "compact"
-        mt = args.get("max_tokens")
-        max_tokens = mt if isinstance(mt, int) and not isinstance(mt, bool) and mt >= 0 else None
-        ranking = _str_arg(args, "ranking")
-
-        notice = None
-        meta: dict[str, Any] | None = None
-        rows: list[render.BlendRow] = []
-        total = 0
+        detail, max_tokens = _detail_args(args)
+        found = _Found()
         if cfg.enabled:
             if view is None and present:
-                notice = render.KNOWLEDGE_LOAD_NOTICE
+                found.notice = render.KNOWLEDGE_LOAD_NOTICE
             elif view is not None:
-                try:
-                    # The Searcher applies the ranking's floor (`knowledge.min_score`
-                    # for the reference ranking) and `knowledge.ranking` when unset.
-                    with self._search_lock:
-                        searcher = self.searcher()
-                        hits = searcher.search(query, top_k, ranking=ranking)
-                        if searcher.last_note:
-                            meta = {
-                                "cce/ranking": "default",
-                                "cce/ranking_note": searcher.last_note,
-                            }
-                except (UsageError, ConfigError) as e:
-                    # A bad `knowledge.ranking` is the caller's to fix, said as the CLI says it.
-                    return ToolOutput(f"context_search: {e.message}", True)
-                except StoreError as e:
-                    log.warning("knowledge search failed: %s", e)
-                    hits, notice = [], render.KNOWLEDGE_LOAD_NOTICE
-                rows = [self._row(h) for h in hits]
-                if hits:
-                    meta = {**(meta or {}), PROVENANCE_META: self._provenance(view, hits)}
-                # Only an empty answer shows the count, and counting needs the chunk scan.
-                if not rows and notice is None:
-                    scanned = self._scanned(view)
-                    if scanned is None:
-                        notice = render.KNOWLEDGE_LOAD_NOTICE
-                    else:
-                        total = scanned.chunk_count
+                refused = self._search_into(found, view, query, top_k, _str_arg(args, "ranking"))
+                if refused is not None:
+                    return refused
         text = render.render_blend(
-            rows, top_k=top_k, total_chunks=total, detail=detail, max_tokens=max_tokens
+            found.rows, top_k=top_k, total_chunks=found.total, detail=detail, max_tokens=max_tokens
         )
-        return ToolOutput(render.with_notice(notice, text), meta=meta)
+        return ToolOutput(render.with_notice(found.notice, text), meta=found.meta)
+
+    def _search_into(
+        self, found: _Found, view: StoreView, query: str, top_k: int, ranking: str | None
+    ) -> ToolOutput | None:
+        """Search the active store into `found`; an error answer for a bad ranking."""
+        try:
+            # The Searcher applies the ranking's floor (`knowledge.min_score` for the
+            # reference ranking) and `knowledge.ranking` when unset.
+            with self._search_lock:
+                searcher = self.searcher()
+                hits = searcher.search(query, top_k, ranking=ranking)
+                if searcher.last_note:
+                    found.meta = {"cce/ranking": "default", "cce/ranking_note": searcher.last_note}
+        except (UsageError, ConfigError) as e:
+            # A bad `knowledge.ranking` is the caller's to fix, said as the CLI says it.
+            return ToolOutput(f"context_search: {e.message}", True)
+        except StoreError as e:
+            log.warning("knowledge search failed: %s", e)
+            hits, found.notice = [], render.KNOWLEDGE_LOAD_NOTICE
+        found.rows = [self._row(h) for h in hits]
+        if hits:
+            found.meta = {**(found.meta or {}), PROVENANCE_META: self._provenance(view, hits)}
+        # Only an empty answer shows the count, and counting needs the chunk scan.
+        if not found.rows and found.notice is None:
+            scanned = self._scanned(view)
+            if scanned is None:
+                found.notice = render.KNOWLEDGE_LOAD_NOTICE
+            else:
+                found.total = scanned.chunk_count
+        return None
 
     def _provenance(self, view: StoreView, hits: list[Any]) -> list[dict[str, Any]]:
         """Where each hit's words came from, in the answer's order (`render_blend`'s):
