@@ -512,35 +512,33 @@ class _Values:
                 i += 1 if i + 1 < n and text[i + 1] == "\n" else 2
                 continue
             if c == q:
-                if i + 1 < n and text[i + 1] == q:
-                    i += 2
-                    continue
-                if i + 1 >= n or text[i + 1] in _ASCII_WS:
-                    got = (i + 1, True)
+                i, got = self._at_quote(i, q)
+                if got is not None:
                     break
-                if _is_glue(text[i + 1]):
-                    i += 1
-                    continue
-                j = i + 1
-                close = True
-                while j < n:
-                    cj = text[j]
-                    if cj in _ASCII_WS:
-                        break
-                    if cj == q:
-                        close = False
-                        break
-                    j += 1
-                if close:
-                    got = (i + 1, True)
-                    break
-                i += 1
                 continue
             i += 1
         if got is None:
             got = (min(i, n), False)
         self.results.append(got)
         return got[0], True, got[1]
+
+    def _at_quote(self, i: int, q: str) -> tuple[int, tuple[int, bool] | None]:
+        """At quote `q` inside a value quoted by it: where to read on, or the value's
+        (end, closed) when this quote closes it."""
+        text = self.text
+        n = len(text)
+        if i + 1 < n and text[i + 1] == q:
+            return i + 2, None  # a doubled quote
+        if i + 1 >= n or text[i + 1] in _ASCII_WS:
+            return i, (i + 1, True)
+        if _is_glue(text[i + 1]):
+            return i + 1, None
+        j = i + 1
+        while j < n and text[j] not in _ASCII_WS:
+            if text[j] == q:
+                return i + 1, None  # another quote before the run ends: not closed here
+            j += 1
+        return i, (i + 1, True)
 
     def placeholder(self, a: int, b: int) -> bool:
         """is_placeholder(text[a:b]) without copying a long value."""
