@@ -239,7 +239,9 @@ def test_mcp_context_search_hybrid_note_in_meta(indexed: Path) -> None:
                 status = await s.call_tool("index_status", {})
                 assert "semantic :" not in status.content[0].text  # not configured here
                 plain = await s.call_tool("context_search", {"query": QUERIES[0]})
-                assert plain.meta is None
+                # No ranking note without hybrid; the hits' provenance rides along (#22).
+                assert plain.meta is not None and "cce/ranking_note" not in plain.meta
+                assert plain.meta["cce/provenance"] == res.meta["cce/provenance"]
                 assert plain.content[0].text == res.content[0].text
 
     anyio.run(run)

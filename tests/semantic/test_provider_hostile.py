@@ -192,4 +192,10 @@ def test_timeout_setting_is_validated(tmp_path: Path, server: EmbedServer) -> No
     cfg.write_text(base + f"    timeout: {'9' * 5000}\n")
     got = _cce(root, "embed")
     assert got.returncode == 2, got.stderr  # a bad value of a known key: a usage error
+    # The reader refuses a numeral this long before the timeout check sees it (#25 §7).
+    assert "refused: line" in got.stderr and "5000 characters" in got.stderr
+    assert "Traceback" not in got.stderr
+    cfg.write_text(base + f"    timeout: {'9' * 200}\n")
+    got = _cce(root, "embed")
+    assert got.returncode == 2, got.stderr
     assert "knowledge.semantic.timeout" in got.stderr and "Traceback" not in got.stderr
