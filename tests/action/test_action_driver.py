@@ -3,6 +3,7 @@ input handling, and what it prints when a child fails."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -70,6 +71,7 @@ def test_push_report_from_json() -> None:
 def test_push_report_reads_the_real_cli_json(tmp_path: Path) -> None:
     """The fields the driver needs are the ones `cce knowledge push --json` prints."""
     from cce_knowledge.cli import sync_cmds
+    from cce_knowledge.cli.report import Report, emit
 
     res = PushResult(
         corpus_id="c1",
@@ -88,7 +90,9 @@ def test_push_report_reads_the_real_cli_json(tmp_path: Path) -> None:
     )
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        sync_cmds._print_push_json(res, dry_run=False)
+        # What `push --json` prints: the push data through the json reporter.
+        report = Report(lambda: res.report, lambda: sync_cmds._push_data(res, dry_run=False))
+        emit(argparse.Namespace(json=True), report)
     rep = PushReport.from_json(buf.getvalue())
     assert (rep.guard, rep.published, rep.retention, rep.pruned) == (
         "unchanged",

@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 from cce_knowledge.cli.common import add_dir, add_json, add_remote
+from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.errors import StoreError
-from cce_knowledge.core.jsonout import pretty
 
 
 def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
@@ -127,10 +127,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise StoreError(
             no_store_message(args.dir, f"the store cannot be loaded: {e.message}")
         ) from e
-    if args.json:
-        sys.stdout.write(pretty(st.to_json_obj(), sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(render_status(st))
+    emit(args, Report(lambda: render_status(st), st.to_json_obj))
     return 0
 
 

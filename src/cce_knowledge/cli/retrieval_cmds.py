@@ -9,11 +9,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_json, add_quiet, hybrid_ranking
-from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.untrusted import shown
+
+if TYPE_CHECKING:
+    from cce_knowledge.retrieval.hits import Hit
+    from cce_knowledge.retrieval.snippet import Query
 
 _RANKINGS = ("default", "reference", "hybrid")
 
@@ -153,7 +157,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.retrieval import hit_header, resolve_ranking
+    from cce_knowledge.retrieval import resolve_ranking
     from cce_knowledge.retrieval.searcher import Searcher
 
     settings = load_settings(args.dir)
@@ -165,53 +169,71 @@ def cmd_search(args: argparse.Namespace) -> int:
         searcher.close()
     if searcher.last_note:
         print(f"note: {searcher.last_note}", file=sys.stderr)
-    from cce_knowledge.retrieval.snippet import Query, best_lines, section_lines
+    from cce_knowledge.retrieval.snippet import Query
 
-    out = sys.stdout
     query = Query(args.query)
-    if args.json:
-        doc = [
-            {
-                "rank": h.rank,
-                "record_id": h.display_id(),
-                "chunk_id": h.chunk_id,
-                "score": h.score,
-                "title": h.title,
-                "breadcrumb": h.name,
-                "kind": h.kind,
-                "lines": [h.start_line, h.end_line],
-                "url": h.url,
-                "state": h.state,
-                "updated_at": h.updated_at,
-                "snippet": [
-                    {"line": ln.number, "text": ln.text}
-                    for ln in best_lines(h.content, h.start_line, query)
-                ],
-                "content": h.content,
-            }
-            for h in hits
-        ]
-        out.write(pretty(doc) + "\n")
-        return 0
+    emit(
+        args,
+        Report(
+            lambda: _search_text(hits, query, full=args.full, paint=_Paint.for_stream(sys.stdout)),
+            lambda: _search_data(hits, query),
+            sort_keys=False,
+        ),
+    )
+    return 0
+
+
+def _search_data(hits: list[Hit], query: Query) -> list[dict[str, Any]]:
+    """`search --json`: each hit with its snippet and its whole section."""
+    from cce_knowledge.retrieval.snippet import best_lines
+
+    return [
+        {
+            "rank": h.rank,
+            "record_id": h.display_id(),
+            "chunk_id": h.chunk_id,
+            "score": h.score,
+            "title": h.title,
+            "breadcrumb": h.name,
+            "kind": h.kind,
+            "lines": [h.start_line, h.end_line],
+            "url": h.url,
+            "state": h.state,
+            "updated_at": h.updated_at,
+            "snippet": [
+                {"line": ln.number, "text": ln.text}
+                for ln in best_lines(h.content, h.start_line, query)
+            ],
+            "content": h.content,
+        }
+        for h in hits
+    ]
+
+
+def _search_text(hits: list[Hit], query: Query, *, full: bool, paint: _Paint) -> str:
+    """Each hit's header and citation, then the lines of its section that answer (all
+    of them with --full); stored text escaped, the query's words painted on a tty."""
+    from cce_knowledge.retrieval import hit_header
+    from cce_knowledge.retrieval.snippet import best_lines, section_lines
+
     if not hits:
-        out.write("No matching knowledge found — try broader or different terms.\n")
-        return 0
-    paint = _Paint.for_stream(out)
+        return "No matching knowledge found — try broader or different terms.\n"
+    out: list[str] = []
     for n, h in enumerate(hits):
         if n:
-            out.write("\n")
-        out.write(hit_header(h) + "\n")
-        out.write(f"    {shown(h.citation())}  {shown(h.name)}\n")
+            out.append("\n")
+        out.append(hit_header(h) + "\n")
+        out.append(f"    {shown(h.citation())}  {shown(h.name)}\n")
         lines = (
             section_lines(h.content, h.start_line)
-            if args.full
+            if full
             else best_lines(h.content, h.start_line, query)
         )
         width = len(str(max((ln.number for ln in lines), default=0)))
         for ln in lines:
-            text = _snippet_text(ln.text, query, paint, clip_at=None if args.full else _WIDTH)
-            out.write(f"    {ln.number:>{width}}: {text}\n")
-    return 0
+            text = _snippet_text(ln.text, query, paint, clip_at=None if full else _WIDTH)
+            out.append(f"    {ln.number:>{width}}: {text}\n")
+    return "".join(out)
 
 
 #: Characters of one snippet line shown (a docs paragraph can be one long line).
@@ -272,20 +294,18 @@ def cmd_show(args: argparse.Namespace) -> int:
     from cce_knowledge.retrieval.cite import find_section
 
     sec = find_section(args.dir, args.citation)
-    out = sys.stdout
-    if args.json:
-        out.write(pretty(sec.as_json()) + "\n")
-        return 0
     # The stored text as it is, line for line, with control characters escaped (a tab
     # is layout, not a control sequence: kept).
-    for line in sec.content.split("\n"):
-        out.write("\t".join(shown(p) for p in line.split("\t")) + "\n")
+    text = "".join(
+        "\t".join(shown(p) for p in ln.split("\t")) + "\n" for ln in sec.content.split("\n")
+    )
+    emit(args, Report(lambda: text, sec.as_json, sort_keys=False))
     return 0
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
-    from cce_knowledge.retrieval.ask import regression_message, render_human, report_json, run_ask
+    from cce_knowledge.retrieval.ask import regression_message, render_human, report_data, run_ask
 
     settings = None if args.dir is None else load_settings(args.dir)
     rep = run_ask(
@@ -298,7 +318,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     )
     for note in rep.notes:
         print(f"note: {note}", file=sys.stderr)
-    sys.stdout.write(report_json(rep) if args.json else render_human(rep))
+    emit(args, Report(lambda: render_human(rep), lambda: report_data(rep)))
     if not rep.passed:
         sys.stdout.flush()
         print(f"error: {regression_message(rep)}", file=sys.stderr)

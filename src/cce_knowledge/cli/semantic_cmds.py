@@ -11,8 +11,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_json, add_quiet
+from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.errors import ConfigError
-from cce_knowledge.core.jsonout import pretty
 
 if TYPE_CHECKING:
     from cce_knowledge.config.settings import Settings
@@ -80,24 +80,18 @@ def run(args: argparse.Namespace) -> int:
             "model) to .cce/config or set CCE_EMBED_MODEL — see docs/semantic.md"
         )
     rep = embed_root(args.dir, cfg, rebuild=args.rebuild, warn=warn)
-    if args.json:
-        print(pretty(rep.to_json()))
-    else:
-        print(
-            "\n".join(
-                [
-                    f"Embedded knowledge in {args.dir}",
-                    f"  provider  : {cfg.provider} ({rep.model})",
-                    f"  dimension : {rep.dim if rep.dim is not None else '-'}",
-                    f"  vectors   : {rep.embedded}/{rep.total} chunks"
-                    + (
-                        f" ({rep.unsendable} binary or empty, never sent)" if rep.unsendable else ""
-                    ),
-                    f"  this run  : {rep.new} embedded, {rep.reused} reused, "
-                    f"{rep.requests} request(s)",
-                ]
-            )
-        )
+    text = "\n".join(
+        [
+            f"Embedded knowledge in {args.dir}",
+            f"  provider  : {cfg.provider} ({rep.model})",
+            f"  dimension : {rep.dim if rep.dim is not None else '-'}",
+            f"  vectors   : {rep.embedded}/{rep.total} chunks"
+            + (f" ({rep.unsendable} binary or empty, never sent)" if rep.unsendable else ""),
+            f"  this run  : {rep.new} embedded, {rep.reused} reused, {rep.requests} request(s)",
+        ]
+    )
+    # The report's keys in declaration order, as before.
+    emit(args, Report(lambda: text + "\n", rep.to_json, sort_keys=False))
     note = missing_note(rep, rerun=True)
     if note:
         print(f"error: {note}", file=sys.stderr)

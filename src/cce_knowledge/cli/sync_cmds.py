@@ -20,10 +20,11 @@ from cce_knowledge.cli.common import (
     add_remote,
     report_search_build,
 )
-from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.cli.report import Report, emit
 
 if TYPE_CHECKING:
     from cce_knowledge.config.settings import Settings
+    from cce_knowledge.sync.pull import PullResult
     from cce_knowledge.sync.push import PushResult
 
 _ALLOWED_HELP = (
@@ -38,48 +39,41 @@ def _emit(text: str) -> None:
     sys.stdout.write(text)
 
 
-def _json(obj: Any) -> None:
-
-    _emit(pretty(obj, sort_keys=True) + "\n")
-
-
 # ---------------------------------------------------------------- knowledge push / pull
 
 
-def _print_push_json(res: PushResult, *, dry_run: bool) -> None:
+def _push_data(res: PushResult, *, dry_run: bool) -> dict[str, Any]:
     """The program-facing push report (what the Action's driver reads)."""
-    _json(
-        {
-            "added": res.added,
-            "changed": res.changed,
-            "checksum": res.checksum,
-            "chunks": res.chunks,
-            "corpus_id": res.corpus_id,
-            "data_as_of": res.data_as_of,
-            "dry_run": dry_run,
-            "guard": res.guard,
-            "key": res.key,
-            "published": res.published,
-            "pruned": res.pruned,
-            "pushed_at": res.pushed_at,
-            "records": res.records,
-            "remote": res.remote,
-            "remote_snapshot": res.remote_snapshot,
-            "removed": res.removed,
-            "report": res.report,
-            "retention": res.retention,
-            "retention_warning": res.retention_warning,
-            "signature": None
-            if res.signed_by is None
-            else {
-                "counter": res.counter,
-                "signed_by": res.signed_by,
-                "statement_key": res.statement_key,
-            },
-            "snapshot": res.snapshot,
-            "unchanged_skipped": res.unchanged_skipped,
-        }
-    )
+    return {
+        "added": res.added,
+        "changed": res.changed,
+        "checksum": res.checksum,
+        "chunks": res.chunks,
+        "corpus_id": res.corpus_id,
+        "data_as_of": res.data_as_of,
+        "dry_run": dry_run,
+        "guard": res.guard,
+        "key": res.key,
+        "published": res.published,
+        "pruned": res.pruned,
+        "pushed_at": res.pushed_at,
+        "records": res.records,
+        "remote": res.remote,
+        "remote_snapshot": res.remote_snapshot,
+        "removed": res.removed,
+        "report": res.report,
+        "retention": res.retention,
+        "retention_warning": res.retention_warning,
+        "signature": None
+        if res.signed_by is None
+        else {
+            "counter": res.counter,
+            "signed_by": res.signed_by,
+            "statement_key": res.statement_key,
+        },
+        "snapshot": res.snapshot,
+        "unchanged_skipped": res.unchanged_skipped,
+    }
 
 
 def _push(args: argparse.Namespace) -> int:
@@ -97,11 +91,32 @@ def _push(args: argparse.Namespace) -> int:
         lfs=False if args.no_lfs else None,
         sign_key=args.sign_key,
     )
-    if args.json:
-        _print_push_json(res, dry_run=args.dry_run)
-    else:
-        _emit(res.report)
+    emit(args, Report(lambda: res.report, lambda: _push_data(res, dry_run=args.dry_run)))
     return 0
+
+
+def _pull_data(res: PullResult) -> dict[str, Any]:
+    """The program-facing pull report."""
+    v = res.verified
+    return {
+        "signature": None
+        if res.signed_by is None and v is None
+        else {
+            "counter": v.statement.counter if v else None,
+            "published_at": v.statement.published_at if v else None,
+            "signed_by": v.signer if v else res.signed_by,
+            "verified": v is not None,
+        },
+        "checksum": res.checksum,
+        "chunks": res.chunks,
+        "corpus_id": res.corpus_id,
+        "installed_sha256": res.installed_sha256,
+        "records": res.records,
+        "remote": res.remote,
+        "snapshot": res.snapshot,
+        "store": res.store_display,
+        "up_to_date": res.up_to_date,
+    }
 
 
 def _pull(args: argparse.Namespace) -> int:
@@ -121,31 +136,7 @@ def _pull(args: argparse.Namespace) -> int:
         allowed_signers=args.allowed_signers,
         if_current=lambda snap: ensure_step(args.dir, snap),
     )
-    if args.json:
-        v = res.verified
-        _json(
-            {
-                "signature": None
-                if res.signed_by is None and v is None
-                else {
-                    "counter": v.statement.counter if v else None,
-                    "published_at": v.statement.published_at if v else None,
-                    "signed_by": v.signer if v else res.signed_by,
-                    "verified": v is not None,
-                },
-                "checksum": res.checksum,
-                "chunks": res.chunks,
-                "corpus_id": res.corpus_id,
-                "installed_sha256": res.installed_sha256,
-                "records": res.records,
-                "remote": res.remote,
-                "snapshot": res.snapshot,
-                "store": res.store_display,
-                "up_to_date": res.up_to_date,
-            }
-        )
-    else:
-        _emit(res.report)
+    emit(args, Report(lambda: res.report, lambda: _pull_data(res)))
     report_search_build(res.search)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -296,13 +287,13 @@ def _init(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
     from cce_knowledge.sync.clone import open_cache
-    from cce_knowledge.sync.listing import list_cache, render_human, render_json
+    from cce_knowledge.sync.listing import list_cache, listing_data, render_human
     from cce_knowledge.sync.remote import resolve_listing_remote
 
     rem = resolve_listing_remote(load_settings(args.dir), args.remote)
     with open_cache(rem) as cache:
         lst = list_cache(cache)
-    _emit(render_json(lst) if args.json else render_human(lst))
+    emit(args, Report(lambda: render_human(lst), lambda: listing_data(lst)))
     return 0
 
 

@@ -247,7 +247,12 @@ def render_human(rep: AskReport) -> str:
 
 
 def report_json(rep: AskReport) -> str:
-    doc = {
+    return pretty(report_data(rep), sort_keys=True) + "\n"
+
+
+def report_data(rep: AskReport) -> dict[str, object]:
+    """The `cce.knowledge.ask.report/v1` document."""
+    return {
         "cases": [
             {
                 "expected": c.expected,
@@ -272,7 +277,6 @@ def report_json(rep: AskReport) -> str:
         "recall": format6(rep.recall),
         "schema": REPORT_SCHEMA,
     }
-    return pretty(doc, sort_keys=True) + "\n"
 
 
 def regression_message(rep: AskReport) -> str:

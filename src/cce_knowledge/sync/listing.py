@@ -197,14 +197,19 @@ def render_corpus_table(rows: list[CorpusRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(lst: Listing) -> str:
+def listing_data(lst: Listing) -> dict[str, Any]:
+    """The `cce.synclist/v1` document."""
     doc: dict[str, Any] = {}
     if lst.corpora:
         doc["knowledge"] = [r.as_json() for r in lst.corpora]
     doc["remote"] = lst.remote
     doc["repos"] = [r.as_json() for r in lst.repos]
     doc["schema"] = "cce.synclist/v1"
-    return pretty(doc, sort_keys=True) + "\n"
+    return doc
+
+
+def render_json(lst: Listing) -> str:
+    return pretty(listing_data(lst), sort_keys=True) + "\n"
 
 
 def read_remote_current(
