@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shutil
 import subprocess
 import sys
@@ -24,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcp import ClientSession
 from tests.helpers.paths import REPO, TESTS
+from tests.helpers.pty_run import run_in_pty
 
 CCE = [sys.executable, "-m", "cce_knowledge"]
 FEEDS = TESTS / "fixtures" / "feeds"
@@ -190,28 +189,10 @@ def test_ask_says_which_corpus_answered(tmp_path: Path) -> None:
 # ------------------------------------------------------------ index and progress
 
 
-def _run_in_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """stdin/stdout/stderr on a fresh pseudo-terminal, left at its 0x0 size — what
-    `script -qc` gives without a controlling terminal, and some CI runners and editor
-    shells give too."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    chunks: list[bytes] = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 120)
-        if not ready:
-            proc.kill()
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    return proc.wait(60), b"".join(chunks).decode("utf-8", "replace")
+def _bare_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """A fresh pseudo-terminal left at its 0x0 size — what `script -qc` gives without a
+    controlling terminal, and some CI runners and editor shells give too."""
+    return run_in_pty(argv, env, size=None, quiet_for=120)
 
 
 def _feed(tmp_path: Path, n: int) -> Path:
@@ -235,7 +216,7 @@ def _check_bars(text: str, n: int) -> None:
 @pytest.mark.slow
 def test_the_bar_draws_on_a_pty_that_reports_no_size(tmp_path: Path) -> None:
     feed = _feed(tmp_path, 60)
-    rc, text = _run_in_pty(
+    rc, text = _bare_pty(
         [*CCE, "knowledge", "index", str(feed), "--dir", str(tmp_path), "--jobs", "1"],
         _env(CCE_PROGRESS_INTERVAL="0", TERM="xterm"),
     )

@@ -3,20 +3,16 @@ section (issue 21 §1). Real `cce` processes: piped, and on a pseudo-terminal.""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.paths import REPO
+from tests.helpers.pty_run import run_in_pty
 
 # A long record whose answer sits deep in its only section, behind unrelated lines.
 FILLER = [f"Paragraph {i} talks about unrelated billing matters and invoices." for i in range(30)]
@@ -81,29 +77,6 @@ def _cce(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _in_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """stdout and stderr on a pseudo-terminal; (rc, all output)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    chunks: list[bytes] = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            proc.kill()
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    return proc.wait(60), b"".join(chunks).decode("utf-8", "replace")
-
-
 def test_each_hit_shows_its_best_lines_with_line_numbers(root: Path) -> None:
     r = _cce("knowledge", "search", "when does the session cookie expire", "--dir", str(root))
     assert r.returncode == 0, r.stderr
@@ -153,15 +126,15 @@ def test_stored_control_characters_are_escaped_never_printed(root: Path) -> None
 def test_terms_are_highlighted_on_a_terminal_unless_no_color(root: Path) -> None:
     argv = [sys.executable, "-m", "cce_knowledge", "knowledge", "search"]
     argv += ["session cookie expire", "--dir", str(root), "-k", "1"]
-    rc, text = _in_pty(argv, _env())
+    rc, text = run_in_pty(argv, _env())
     assert rc == 0, text
     assert "The \x1b[1;31msession\x1b[0m \x1b[1;31mcookie\x1b[0m \x1b[1;31mexpires\x1b[0m" in text
-    rc, text = _in_pty(argv, _env(NO_COLOR="1"))
+    rc, text = run_in_pty(argv, _env(NO_COLOR="1"))
     assert rc == 0, text
     assert "\x1b[" not in text
     assert "43: The session cookie expires after thirty idle minutes." in text
     # Stored escape sequences stay escaped on a terminal too: the only ESC is ours.
-    rc, text = _in_pty([*argv[:5], "rotation signing key", *argv[6:]], _env())
+    rc, text = run_in_pty([*argv[:5], "rotation signing key", *argv[6:]], _env())
     assert rc == 0, text
     assert "\x1b[2J" not in text and "\x1b]0;" not in text and "\\x1b[2J" in text
 

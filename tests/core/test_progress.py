@@ -3,16 +3,11 @@ with -q/--quiet, and stdout untouched either way."""
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import os
-import pty
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
@@ -20,6 +15,7 @@ import pytest
 from cce_knowledge.core import progress
 from cce_knowledge.core.progress import Mode, ProgressSettings, Task, resolve
 from tests.helpers.paths import REPO, TESTS
+from tests.helpers.pty_run import run_in_pty
 
 CURATED = TESTS / "vectors" / "knowledge" / "curated.jsonl"
 
@@ -145,37 +141,13 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _run_in_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run with stdin/stdout/stderr on a pseudo-terminal; return (rc, all output)."""
-    master, slave = pty.openpty()
-    # A fresh pty is 0x0; a real terminal has a size (tqdm fits the bar to it).
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    chunks: list[bytes] = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            proc.kill()
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    return proc.wait(60), b"".join(chunks).decode("utf-8", "replace")
-
-
 CCE = [sys.executable, "-m", "cce_knowledge"]
 
 
 @pytest.mark.slow
 def test_index_on_a_pty_draws_a_bar(tmp_path: Path) -> None:
     feed = _feed(tmp_path, 40)
-    rc, text = _run_in_pty(
+    rc, text = run_in_pty(
         [*CCE, "knowledge", "index", str(feed), "--dir", str(tmp_path), "--jobs", "1"], _env()
     )
     assert rc == 0, text
@@ -188,7 +160,7 @@ def test_index_on_a_pty_draws_a_bar(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_index_on_a_pty_quiet_draws_nothing(tmp_path: Path) -> None:
     feed = _feed(tmp_path, 40)
-    rc, text = _run_in_pty(
+    rc, text = run_in_pty(
         [*CCE, "knowledge", "index", str(feed), "--dir", str(tmp_path), "-q"], _env()
     )
     assert rc == 0, text
