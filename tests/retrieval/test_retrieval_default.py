@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cce_knowledge.retrieval import search_knowledge
-from cce_knowledge.retrieval.analyze import analyze, query_terms, stem
+from cce_knowledge.retrieval.analyze import _token_terms, analyze, query_terms, stem
 from cce_knowledge.retrieval.default import (
     build_model,
     default_search,
@@ -67,6 +68,32 @@ def test_analysis_is_deterministic_and_ascii(s: str) -> None:
     a = analyze(s)
     assert a == analyze(s)
     assert all(t.isascii() and t for t in a)
+
+
+def _analyze_token_by_token(text: str) -> list[str]:
+    """The analysis rule spelled out one token at a time: each word's terms, then the
+    pairs of neighbouring words' first terms (words with no terms skipped)."""
+    out: list[str] = []
+    heads: list[str] = []
+    for tok in re.findall(r"[A-Za-z0-9_]+", text):
+        terms = _token_terms(tok)
+        out.extend(terms)
+        if terms:
+            heads.append(terms[0])
+    return out + [heads[i] + " " + heads[i + 1] for i in range(len(heads) - 1)]
+
+
+_WORDISH = st.text(
+    alphabet=st.sampled_from("aAbBzZ09_ -\n.éThe of getUserName HTTPServer running"), max_size=200
+)
+
+
+@given(st.one_of(_WORDISH, st.text(max_size=200)))
+def test_analysis_equals_the_token_by_token_rule(s: str) -> None:
+    # `analyze` maps and joins in C (one pass of the index build over every token);
+    # it must say exactly what the rule says, cached or not.
+    assert analyze(s) == _analyze_token_by_token(s)
+    assert analyze(s) == _analyze_token_by_token(s)
 
 
 # ---------------------------------------------------------------- behaviours

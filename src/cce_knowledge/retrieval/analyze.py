@@ -9,7 +9,8 @@ list and a small suffix stemmer (written for this project; no external model).
 from __future__ import annotations
 
 import re
-from sys import intern as _intern
+from itertools import chain, pairwise
+from operator import itemgetter
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 # Sub-word boundaries inside one identifier: lower→Upper, ACRONYMWord, letter↔digit.
@@ -149,27 +150,22 @@ def _token_terms(tok: str) -> tuple[str, ...]:
 #: "file" pages apart. A space never occurs inside a word term.
 BIGRAMS = True
 
+_chain = chain.from_iterable
+_first = itemgetter(0)
+
 
 def analyze(text: str) -> list[str]:
     """Index/query terms of `text`, in order (duplicates kept): words, sub-words, pairs."""
-    out: list[str] = []
-    prev: str | None = None
-    pairs: list[str] = []
-    # The split cache is read inline: a function call per token cost more than the
-    # lookup itself (an index build analyses every token of the store).
-    cached = _SPLIT_CACHE.get
-    for tok in _WORD.findall(text):
-        terms = cached(tok)
-        if terms is None:
-            terms = _token_terms(tok)
-        if terms:
-            out += terms
-            head = terms[0]
-            if prev is not None:
-                pairs.append(_intern(prev + " " + head))
-            prev = head
-    if BIGRAMS:
-        out += pairs
+    toks = _WORD.findall(text)
+    # Every step maps or joins in C: an index build analyses every token of the store,
+    # and a Python-level loop per token was most of its cost.
+    tt: list[tuple[str, ...] | None] = list(map(_SPLIT_CACHE.get, toks))
+    if None in tt:
+        tt = [t if t is not None else _token_terms(k) for t, k in zip(tt, toks, strict=True)]
+    runs: list[tuple[str, ...]] = list(filter(None, tt))
+    out = list(_chain(runs))
+    if BIGRAMS and len(runs) > 1:
+        out += map(" ".join, pairwise(map(_first, runs)))
     return out
 
 

@@ -23,6 +23,7 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Union
 
 from cce_knowledge.core import progress
@@ -218,17 +219,18 @@ def live_groups(view: Chunks) -> tuple[list[int], dict[str, list[int]]]:
     return live, groups
 
 
-def _sorted_terms(ids: dict[Any, int]) -> tuple[list[Any], np.ndarray]:
+def _sorted_terms(ids: _Ids) -> tuple[list[Any], np.ndarray]:
     """The vocabulary sorted, and each first-seen id's rank in it."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
-    terms = sorted(ids)
-    rank = np.empty(len(terms), dtype=np.int32)
-    rank[np.fromiter(map(ids.__getitem__, terms), dtype=np.int64, count=len(terms))] = np.arange(
-        len(terms), dtype=np.int32
-    )
-    return terms, rank
+    # `_Ids` numbers terms 0, 1, 2, ... in insertion order, so the keys in order are
+    # the terms by id: one sort of the ids by term gives both results (no lookups).
+    keys = list(ids)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    rank = np.empty(len(keys), dtype=np.int32)
+    rank[np.array(order, dtype=np.int64)] = np.arange(len(keys), dtype=np.int32)
+    return list(map(keys.__getitem__, order)), rank
 
 
 def narrow(values: np.ndarray) -> bytes:
@@ -398,14 +400,10 @@ def _add_record(
     b = body if body is not None else {}
     keys = list(b)
     keys += [t for t in tt if t not in b]
-    # Title and lead terms are few: place their counts by position.
-    at = dict(zip(keys, range(len(keys)), strict=True))
-    row_t = [0] * len(keys)
-    for t, f in tt.items():
-        row_t[at[t]] = f
-    row_l = [0] * len(keys)
-    for t, f in lt.items():
-        row_l[at[t]] = f
+    # One C-level lookup per row (`dict.get` with a default of 0), no Python loop.
+    zeros = repeat(0, len(keys))
+    row_t = list(map(tt.get, keys, zeros)) if tt else [0] * len(keys)
+    row_l = list(map(lt.get, keys, repeat(0, len(keys)))) if lt else [0] * len(keys)
     recs.tid.fromlist(list(map(get, keys)))
     recs.tf_title.fromlist(row_t)
     recs.tf_body.fromlist([*b.values(), *([0] * (len(keys) - len(b)))])
