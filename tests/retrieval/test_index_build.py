@@ -102,3 +102,73 @@ def test_store_docs_need_the_same_store_file(tmp_path: Path) -> None:
     path.write_bytes(dumps(store) + b"\n")
     assert si.try_open(built.path, SNAP) is None
     assert si.status_for(tmp_path, SNAP) == "stale"
+
+
+# ------------------------------------------- the reference ranking's own file
+
+
+def _reference_store() -> KnowledgeStore:
+    from tests.helpers.corpora import make_store
+
+    return make_store(
+        [
+            (
+                f"r{i % 7}",
+                f"lock retry {i} backoff pool token",
+                f"title {i % 3}",
+                None,
+                None,
+                [],
+                [],
+            )
+            for i in range(40)
+        ]
+    )
+
+
+def _reference_hits(idx: si.SearchIndex) -> list[object]:
+    return [idx.search(q, 10, 0.0, ranking="reference") for q in ("lock retry", "pool 7", "x")]
+
+
+def test_index_builds_leave_the_reference_sections_to_their_first_use(tmp_path: Path) -> None:
+    store = _reference_store()
+    _write(tmp_path, store)
+    built = si.build_search_index(tmp_path)
+    ref = si.reference_path(built.path)
+    idx = si.try_open(built.path, SNAP)  # no store loader: the file must serve it all
+    assert idx is not None and not idx.has("ref_meta") and not ref.exists()
+    want = _reference_hits(si.SearchIndex(Path("mem"), si.build_bytes(store), lambda: store))
+    assert _reference_hits(idx) == want  # built now, beside the index
+    assert ref.is_file()
+    stamp = ref.stat().st_mtime_ns, ref.stat().st_ino
+    again = si.try_open(built.path, SNAP)
+    assert again is not None and _reference_hits(again) == want
+    assert (ref.stat().st_mtime_ns, ref.stat().st_ino) == stamp  # reused, not rebuilt
+    # A new build of the index prunes it with the old files.
+    si.build_search_index(tmp_path)
+    assert not ref.exists()
+
+
+def test_a_damaged_or_foreign_reference_file_is_rebuilt(tmp_path: Path) -> None:
+    store = _reference_store()
+    _write(tmp_path, store)
+    built = si.build_search_index(tmp_path)
+    ref = si.reference_path(built.path)
+    want = _reference_hits(si.SearchIndex(Path("mem"), si.build_bytes(store), lambda: store))
+    for bad in (b"", b"CCESIX01" + b"\xff" * 40, built.path.read_bytes()):
+        ref.write_bytes(bad)  # empty, garbage, and a file of the wrong kind
+        idx = si.try_open(built.path, SNAP)
+        assert idx is not None and _reference_hits(idx) == want
+        assert si.IndexFile(ref, ref.read_bytes()).header.get("reference") is True
+
+
+def test_an_unwritable_reference_path_still_serves_from_memory(tmp_path: Path) -> None:
+    store = _reference_store()
+    _write(tmp_path, store)
+    built = si.build_search_index(tmp_path)
+    ref = si.reference_path(built.path)
+    ref.mkdir()  # cannot be replaced by a file (this also holds for root)
+    want = _reference_hits(si.SearchIndex(Path("mem"), si.build_bytes(store), lambda: store))
+    idx = si.try_open(built.path, SNAP)
+    assert idx is not None and _reference_hits(idx) == want
+    assert ref.is_dir()

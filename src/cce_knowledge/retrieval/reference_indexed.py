@@ -47,7 +47,7 @@ from cce_knowledge.retrieval.search_index_build import int_code
 
 if TYPE_CHECKING:
     from cce_knowledge.retrieval.hits import Hit
-    from cce_knowledge.retrieval.search_index import SearchIndex
+    from cce_knowledge.retrieval.search_index import IndexFile, SearchIndex
     from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
 
 
@@ -62,18 +62,21 @@ def _score_keys(np: Any, x: Any) -> Any:
 class ReferenceIndex:
     """numpy views over the `ref_*` sections of a SearchIndex."""
 
-    def __init__(self, fi: SearchIndex) -> None:
+    def __init__(self, fi: SearchIndex, src: IndexFile | None = None) -> None:
+        """`src` holds the `ref_*` sections (default: `fi` itself); hits are `fi`'s
+        documents."""
         # Lazy: numpy costs ~0.1-0.2 s; only the reference ranking builds this.
         import numpy as np
 
         self.np = np
         self.fi = fi
-        meta = json.loads(bytes(fi.raw("ref_meta")))
+        sec: IndexFile = src if src is not None else fi
+        meta = json.loads(bytes(sec.raw("ref_meta")))
         self.n: int = meta["n"]
         self.avgdl: float = meta["avgdl"]
 
         def arr(name: str, dt: Any) -> Any:
-            return np.frombuffer(fi.raw(name), dtype=dt)
+            return np.frombuffer(sec.raw(name), dtype=dt)
 
         n = self.n
         if meta["cnt"] is not None:
@@ -88,14 +91,14 @@ class ReferenceIndex:
         self.cx_ptr: Any = None
         self.cx_ids: Any = None
         self.cx_val: Any = None
-        if fi.has("ref_cnt_xptr"):
+        if sec.has("ref_cnt_xptr"):
             self.cx_ptr = arr("ref_cnt_xptr", np.int64)
             self.cx_ids = arr("ref_cnt_xids", np.int32)
             self.cx_val = arr("ref_cnt_xval", np.int32)
-        self.vocab = bytes(fi.raw("ref_vocab"))
+        self.vocab = bytes(sec.raw("ref_vocab"))
 
         def iarr(name: str, count: int) -> Any:
-            code = int_code(len(fi.raw(name)), count)
+            code = int_code(len(sec.raw(name)), count)
             return arr(name, np.int32 if code == "i" else np.int64).astype(np.int64)
 
         nv = meta["vocab"]
@@ -106,7 +109,7 @@ class ReferenceIndex:
         self.sx_ptr = iarr("ref_sx_ptr", nv + 1)
         self.sx_ids = arr("ref_sx_ids", np.int32)
         self.dl = arr("ref_dl", np.int32).astype(np.float64)
-        self.rid = bytes(fi.raw("ref_rid"))
+        self.rid = bytes(sec.raw("ref_rid"))
         self.rid_off = iarr("ref_rid_off", n)
         self.rec = arr("ref_rec", np.int32)
         self.multi = arr("ref_multi", np.uint8).astype(bool)
@@ -124,6 +127,10 @@ class ReferenceIndex:
             return cls(fi)
         if fi.n_chunks == 0:
             return _Empty()
+        # Index builds leave these sections out; they are built beside it on first use.
+        src = fi.reference_sections()
+        if src is not None and src.has("ref_meta"):
+            return cls(fi, src)
         if loader is None:
             raise StoreError("the reference ranking needs the knowledge store")
         return _Fallback(loader())

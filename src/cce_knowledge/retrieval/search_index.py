@@ -48,6 +48,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write_parts, dir_lock
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim, score_key
@@ -68,7 +69,10 @@ from cce_knowledge.retrieval.search_index_build import (
     LoadedChunks,
     build_sections,
     doc_fields,
+    doc_numbers,
     int_code,
+    live_groups,
+    reference_sections,
 )
 from cce_knowledge.store.snapshots import (
     KnowledgeChunk,
@@ -219,7 +223,9 @@ def build_search_index(
     t0 = time.perf_counter()
     snap = snapshot if snapshot is not None else read_current(root)
     path = index_path(root, snap)
-    parts = index_parts(store_path(root, snap), workers=workers, eager=eager)
+    # The reference ranking's sections go to their own file on its first use
+    # (`SearchIndex.reference_sections`): most searches never need them.
+    parts = index_parts(store_path(root, snap), workers=workers, eager=eager, with_reference=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_parts(path, parts)
     del parts
@@ -262,14 +268,38 @@ def index_parts(
     workers: int | None = None,
     inline_docs: bool = False,
     eager: bool = False,
+    with_reference: bool = True,
 ) -> list[bytes]:
     """The index file for the store at `store_file`, as parts: streamed from the mapped
-    store when it has the pinned layout, else built from the parsed store (inline docs)."""
+    store when it has the pinned layout, else built from the parsed store (inline docs,
+    always with the reference sections: no reference file can serve such an index).
+    `with_reference=False` leaves out the reference ranking's sections."""
     view = open_view(store_file)
     if isinstance(view, LoadedView):
         return [build_bytes(view.store, workers=workers)]
-    sections, facts = build_sections(view, inline_docs=inline_docs, workers=workers, eager=eager)
+    sections, facts = build_sections(
+        view, inline_docs=inline_docs, workers=workers, eager=eager, with_reference=with_reference
+    )
     return layout(view.snapshot, facts, sections, store_size=None if inline_docs else view.size)
+
+
+def reference_path(index_file: Path) -> Path:
+    """Where the reference ranking's sections of the index at `index_file` live. The
+    name ends in `.idx`, so a new build of the index prunes them with the old files."""
+    return index_file.with_name(index_file.name.removesuffix(".idx") + ".ref.idx")
+
+
+def reference_parts(store_file: Path, *, store_size: int) -> list[bytes]:
+    """The reference ranking's sections of the store at `store_file` (the mapped, pinned
+    layout the index reads documents from), as a file of the index's format."""
+    view = open_view(store_file)
+    if not isinstance(view, StoreView) or view.size != store_size:
+        raise ValueError("the store file changed since the index was built")
+    live, groups = live_groups(view)
+    with progress.task("reference ranking", total=len(live), unit="chunks") as bar:
+        sections = reference_sections(view, live, doc_numbers(live, groups), bar.advance)
+    facts = {"reference": True, "chunks": len(live)}
+    return layout(view.snapshot, facts, sections, store_size=view.size)
 
 
 def _prune(d: Path, keep: str) -> None:
@@ -309,15 +339,11 @@ def _cut_at_kth_key(finals: list[tuple[int, float]], top_k: int) -> list[tuple[i
     return [(r, sc) for r, sc in finals if sc >= kth_raw - 2e-6 and score_key(sc) >= kth]
 
 
-class SearchIndex:
-    """A memory-mapped index file; answers both rankings."""
+class IndexFile:
+    """A file of the index format (header, then named sections), checked and read
+    zero-copy: the search index, or the reference ranking's sections beside it."""
 
-    def __init__(
-        self,
-        path: Path,
-        data: mmap.mmap | bytes,
-        store_loader: Callable[[], KnowledgeStore] | None = None,
-    ) -> None:
+    def __init__(self, path: Path, data: mmap.mmap | bytes) -> None:
         self.path = path
         self._data = data
         mv = memoryview(data)
@@ -332,6 +358,35 @@ class SearchIndex:
         self._mv = mv
         self._secs: dict[str, list[int]] = self.header["sections"]
         self.snapshot: str = self.header["snapshot"]
+
+    def has(self, name: str) -> bool:
+        return name in self._secs
+
+    def raw(self, name: str) -> memoryview:
+        off, n = self._secs[name]
+        return self._mv[off : off + n]
+
+    def arr(self, name: str, fmt: str) -> memoryview[Any]:
+        return self.raw(name).cast(fmt)  # type: ignore[call-overload]
+
+    def iarr(self, name: str, count: int) -> memoryview[Any]:
+        """An offset/pointer section of `count` entries: int32, or int64 when its
+        values needed it (told apart by the section's length)."""
+        return self.arr(name, int_code(len(self.raw(name)), count))
+
+
+class SearchIndex(IndexFile):
+    """A memory-mapped index file; answers both rankings."""
+
+    def __init__(
+        self,
+        path: Path,
+        data: mmap.mmap | bytes,
+        store_loader: Callable[[], KnowledgeStore] | None = None,
+    ) -> None:
+        super().__init__(path, data)
+        if self.header.get("reference"):
+            raise ValueError("a reference ranking file, not a search index")
         self.n_records: int = self.header["records"]
         self.n_chunks: int = self.header["chunks"]
         self.unknown_idf: float = self.header["unknown_idf"]
@@ -366,21 +421,6 @@ class SearchIndex:
         self._store_loader = store_loader
         self._ref: Any = None
         self._tid_cache: dict[str, int] = {}
-
-    def has(self, name: str) -> bool:
-        return name in self._secs
-
-    def raw(self, name: str) -> memoryview:
-        off, n = self._secs[name]
-        return self._mv[off : off + n]
-
-    def arr(self, name: str, fmt: str) -> memoryview[Any]:
-        return self.raw(name).cast(fmt)  # type: ignore[call-overload]
-
-    def iarr(self, name: str, count: int) -> memoryview[Any]:
-        """An offset/pointer section of `count` entries: int32, or int64 when its
-        values needed it (told apart by the section's length)."""
-        return self.arr(name, int_code(len(self.raw(name)), count))
 
     # -------------------------------------------------- lookups
 
@@ -674,6 +714,52 @@ class SearchIndex:
             self._ref = ReferenceIndex.open(self, self._store_loader)
         hits: list[Hit] = self._ref.search(query, top_k, min_score)
         return hits
+
+    def reference_sections(self) -> IndexFile | None:
+        """The reference ranking's sections for an index that reads its documents from
+        the store: opened from beside the index, or built there now, or in memory when that directory cannot be written. None when there
+        are none to have (documents inline, or the store changed)."""
+        if self.header.get("docs") != "store":
+            return None
+        path = reference_path(self.path)
+        got = self._open_reference(path)
+        if got is not None:
+            return got
+        size = self.header["store_size"]
+        try:
+            with dir_lock(path.parent, what="search index", wait=True):
+                got = self._open_reference(path)
+                if got is None:  # progress shows on stderr when the build is long
+                    atomic_write_parts(path, reference_parts(self.store_file, store_size=size))
+                    got = self._open_reference(path)
+        except (OSError, StoreError):
+            got = None
+        except ValueError:
+            return None  # the store changed: nothing built from it would match
+        if got is None:  # a read-only checkout still searches
+            try:
+                data = b"".join(reference_parts(self.store_file, store_size=size))
+                got = IndexFile(path, data)
+            except (OSError, ValueError, StoreError):
+                return None
+        return got
+
+    def _open_reference(self, path: Path) -> IndexFile | None:
+        """The reference file at `path` when it belongs to this index (same snapshot,
+        store and chunks), else None."""
+        try:
+            f = IndexFile(path, _open(path))
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return None
+        h = f.header
+        if (
+            not h.get("reference")
+            or f.snapshot != self.snapshot
+            or h.get("store_size") != self.header.get("store_size")
+            or h.get("chunks") != self.n_chunks
+        ):
+            return None
+        return f
 
 
 def _open(path: Path) -> mmap.mmap:

@@ -219,6 +219,13 @@ def live_groups(view: Chunks) -> tuple[list[int], dict[str, list[int]]]:
     return live, groups
 
 
+def doc_numbers(live: list[int], groups: dict[str, list[int]]) -> list[int]:
+    """Each live chunk's document number: documents go record by record (`groups`)."""
+    order = [i for g in groups.values() for i in g]
+    doc_of = {s: d for d, s in enumerate(order)}
+    return [doc_of[i] for i in live]
+
+
 def _sorted_terms(ids: _Ids) -> tuple[list[Any], np.ndarray]:
     """The vocabulary sorted, and each first-seen id's rank in it."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
@@ -843,10 +850,7 @@ def build_sections(
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """All sections of the index file for the store under `view`, and header facts."""
     live, groups = live_groups(view)
-    order = [i for g in groups.values() for i in g]
-    doc_of = {s: d for d, s in enumerate(order)}
-    live_to_doc = [doc_of[i] for i in live]
-    del doc_of
+    live_to_doc = doc_numbers(live, groups)
     parallel = with_reference and _parallel_ok(len(live), workers, eager=eager)
     # Progress counts chunks, the word `index` prints for them: one bar per pass over
     # them, so a bar never shows more chunks than the store holds.
