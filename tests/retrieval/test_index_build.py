@@ -172,3 +172,19 @@ def test_an_unwritable_reference_path_still_serves_from_memory(tmp_path: Path) -
     idx = si.try_open(built.path, SNAP)
     assert idx is not None and _reference_hits(idx) == want
     assert ref.is_dir()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(store=varied_stores(), inline=st.booleans())
+def test_default_sections_gathered_on_two_cores_give_the_same_bytes(
+    store: KnowledgeStore, inline: bool
+) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = _write(Path(d), store)
+        one = si.index_parts(path, workers=1, inline_docs=inline, with_reference=False)
+        two = si.index_parts(path, workers=2, inline_docs=inline, with_reference=False)
+        assert b"".join(two) == b"".join(one)

@@ -26,9 +26,13 @@ in memory, carries the documents inline instead (`docs` / `doc_off`).
 
 The default ranking is answered here entirely and must equal `default.search_model`
 bit for bit (tests check this on randomised corpora). The reference ranking needs
-every chunk's embedding and BM25 over all chunks; it is served by `reference_indexed.py` from
-the `ref` sections of the same file. `index_build.py` builds the file by streaming
-the store; `build_bytes` builds it from a loaded store (same numbers, same order).
+every chunk's embedding and BM25 over all chunks; it is served by `reference_indexed.py`
+from the `ref` sections. A built file leaves them out: they go to a file of the same
+format beside it, `<snapshot>-<key>.ref.idx`, on the reference ranking's first use
+(most searches never need them, and `index` then costs a pass less). An index with
+documents inline (`build_bytes`, a store in another layout) holds them itself.
+`search_index_build.py` builds the file by streaming the store; `build_bytes` builds
+it from a loaded store (same numbers, same order).
 """
 
 from __future__ import annotations
