@@ -482,15 +482,7 @@ class KnowledgeTools:
         )
         if st is None:
             return ToolOutput(text)
-        block = render.knowledge_status_block(
-            corpus=st.corpus,
-            snapshot=st.snapshot,
-            records=st.records,
-            chunks=st.chunks,
-            data_as_of=st.data_as_of,
-            remote_current=st.remote_current,
-            behind_remote=st.behind_remote,
-        )
+        block = render.knowledge_status_block(st)
         if st.semantic is not None:
             # Ours, after the reference's block: provider, model, dimension, coverage.
             block += "  semantic :\n" + "".join(f"  {ln}\n" for ln in st.semantic.lines())
