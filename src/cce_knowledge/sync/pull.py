@@ -316,6 +316,34 @@ def _read_signed(read: Callable[[str, int], bytes | None], corpus_id: str, snap:
 Found = tuple[str, str, bytes | Path | None, str | None, _Signed]
 
 
+def _offer(
+    root: str | os.PathLike[str],
+    corpus_id: str,
+    snapshot: str,
+    force: bool,
+    installed: Callable[[str, str | None], bool],
+    read: tuple[
+        Callable[[str], str | None],
+        Callable[[str], bytes | Path | None],
+        Callable[[str, int], bytes | None],
+    ],
+) -> Found | None:
+    """What the remote offers for `snapshot`, through `read` — its (artifact id, artifact
+    source, small blob) readers, the same for a remote read in place or a working clone;
+    None when the artifact cannot be read this way."""
+    entry_id, artifact_source, small = read
+    if not force:
+        check_marker_guard(root, corpus_id)
+    key = K.artifact_key(corpus_id, snapshot)
+    artifact = entry_id(key)
+    if artifact is not None and installed(snapshot, artifact):
+        return snapshot, key, None, artifact, _Signed()
+    source = artifact_source(key)
+    if source is None:
+        return None
+    return snapshot, key, source, artifact, _read_signed(small, corpus_id, snapshot)
+
+
 def _locate_in_place(
     root: str | os.PathLike[str],
     rem: Remote,
@@ -335,16 +363,8 @@ def _locate_in_place(
         if not snapshot:
             return None
         K.check_remote_pointer(corpus_id, snapshot)
-    if not force:
-        check_marker_guard(root, corpus_id)
-    key = K.artifact_key(corpus_id, snapshot)
-    artifact = direct.entry_id(key)
-    if artifact is not None and installed(snapshot, artifact):
-        return snapshot, key, None, artifact, _Signed()
-    source = direct.artifact_in_place(key)
-    if source is None:
-        return None
-    return snapshot, key, source, artifact, _read_signed(direct.small_blob, corpus_id, snapshot)
+    read = (direct.entry_id, direct.artifact_in_place, direct.small_blob)
+    return _offer(root, corpus_id, snapshot, force, installed, read)
 
 
 def _fetch(
@@ -376,15 +396,10 @@ def _fetch(
                 raise SyncError(no_pointer(corpus_id)) from e
             if snapshot:
                 K.check_remote_pointer(corpus_id, snapshot)
-        if not force:
-            check_marker_guard(root, corpus_id)
-        key = K.artifact_key(corpus_id, snapshot)
-        artifact = cache.blob_id(key)
-        if artifact is not None and installed(snapshot, artifact):
-            return snapshot, key, None, artifact, _Signed()
-        source = cache.artifact_source(key)
-        signed = _read_signed(cache.read_small, corpus_id, snapshot)
-    return snapshot, key, source, artifact, signed
+        read = (cache.blob_id, cache.artifact_source, cache.read_small)
+        found = _offer(root, corpus_id, snapshot, force, installed, read)
+    assert found is not None  # the working clone's artifact_source raises, never None
+    return found
 
 
 def _cache_corpora(rem: Remote) -> list[str]:
