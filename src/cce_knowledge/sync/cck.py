@@ -36,7 +36,12 @@ from typing import Any, Literal, TypeVar
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import canonical, json_str
 from cce_knowledge.core.rustcompat import is_u64, serde_f64
-from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore, chunk_json
+from cce_knowledge.store.snapshots import (
+    CHUNK_FIELD_KINDS,
+    KnowledgeChunk,
+    KnowledgeStore,
+    chunk_json,
+)
 
 PHASE_A_REFUSAL = (
     "refusing to export a knowledge store without persisted embeddings (a Phase-A "
@@ -223,25 +228,10 @@ _MANIFEST_FIELDS: tuple[tuple[str, _FieldReader], ...] = (
     ("checksum", _str),
 )
 
-#: A chunk's fields (all but `embedding`) in the order the reference checks them.
-_CHUNK_FIELDS: tuple[tuple[str, _FieldReader], ...] = (
-    ("chunk_id", _str),
-    ("record_id", _str),
-    ("kind", _str),
-    ("name", _str),
-    ("start_line", _int),
-    ("end_line", _int),
-    ("token_count", _int),
-    ("content", _str),
-    ("source", _str),
-    ("url", _nullable),
-    ("state", _nullable),
-    ("state_reason", _nullable),
-    ("updated_at", _nullable),
-    ("group", _nullable),
-    ("labels", _array),
-    ("title", _str),
-    ("links", _array),
+#: A chunk's fields (all but `embedding`), checked in store order as the reference does.
+_CHUNK_FIELDS: tuple[tuple[str, _FieldReader], ...] = tuple(
+    (k, {"str": _str, "int": _int, "nullable": _nullable, "strings": _array}[kind])
+    for k, kind in CHUNK_FIELD_KINDS
 )
 
 
