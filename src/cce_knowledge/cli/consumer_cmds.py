@@ -18,11 +18,10 @@ from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.errors import StoreError
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     p = sub.add_parser(
         "status",
         help="what knowledge is installed, from where, how fresh",
-        formatter_class=formatter_class,
         description=(
             "Show the installed knowledge store: corpus (or local ingest), snapshot,\n"
             "records/chunks, data as-of, where it was pulled from (credentials stripped),\n"
@@ -57,11 +56,10 @@ def _positive_seconds(text: str) -> float:
     return v
 
 
-def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_top(sub: Any) -> None:
     m = sub.add_parser(
         "mcp",
         help="serve the knowledge store to agents over MCP (stdio)",
-        formatter_class=formatter_class,
         description=(
             "Run an MCP server over stdio serving context_search, expand_chunk,\n"
             "related_context and index_status for the knowledge store under --dir.\n"
@@ -90,7 +88,6 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
     d = sub.add_parser(
         "doctor",
         help="health checks for the knowledge store (exit 1 on corruption)",
-        formatter_class=formatter_class,
         description=(
             "Read-only checks of the knowledge store under --dir: contract version,\n"
             "un-redacted facets and secret-shaped record ids (shown redacted), pulled\n"

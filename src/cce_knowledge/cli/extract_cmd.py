@@ -30,11 +30,10 @@ def _common_out(p: argparse.ArgumentParser, *, out_help: str = _OUT_HELP) -> Non
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     ep = sub.add_parser(
         "extract",
         help="run a reference adapter: github, docs or okf → cce.knowledge/v1 NDJSON",
-        formatter_class=formatter_class,
         description=(
             "Run a reference adapter and write a deterministic cce.knowledge/v1 feed:\n"
             "same source state → same bytes → same snapshot."
@@ -42,16 +41,15 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     )
     ep.set_defaults(_parser=ep)
     esub = ep.add_subparsers(dest="adapter", metavar="ADAPTER")
-    _register_github(esub, formatter_class)
-    _register_docs(esub, formatter_class)
-    _register_okf(esub, formatter_class)
+    _register_github(esub)
+    _register_docs(esub)
+    _register_okf(esub)
 
 
-def _register_github(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def _register_github(esub: Any) -> None:
     gh = esub.add_parser(
         "github",
         help="issues and pull requests over the GitHub REST API",
-        formatter_class=formatter_class,
         description=(
             "Issues and pull requests of one repository over the GitHub REST API, read by\n"
             "pages: the issues list, the repository-wide comments (--include-comments), and\n"
@@ -164,11 +162,10 @@ def _github_http_args(gh: argparse.ArgumentParser) -> None:
     )
 
 
-def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def _register_docs(esub: Any) -> None:
     dp = esub.add_parser(
         "docs",
         help="one record per Markdown file of a docs tree or git repository",
-        formatter_class=formatter_class,
         description=(
             "One record per Markdown file (*.md, *.markdown): YAML frontmatter gives\n"
             "title/labels/group, else the first heading, else the file name. updated_at\n"
@@ -221,11 +218,10 @@ def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> 
     dp.set_defaults(func=_docs)
 
 
-def _register_okf(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def _register_okf(esub: Any) -> None:
     op = esub.add_parser(
         "okf",
         help="an A3S knowledge base's promoted wiki/ (OKF Markdown)",
-        formatter_class=formatter_class,
         description=(
             "Records from an A3S knowledge base's promoted wiki/**/*.md only (never\n"
             "sources/ or .a3s/compilation-output/). Documents need YAML frontmatter with\n"
