@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from cce_knowledge.core.errors import UsageError
@@ -162,6 +163,20 @@ def _github_http_args(gh: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_naming(p: argparse.ArgumentParser, tag: str, path: str) -> None:
+    """`--source` and `--id-prefix` of a file adapter: its records' source tag (default
+    `tag`) and id prefix (default `tag:`), the id being the prefix + the file's `path`."""
+    p.add_argument(
+        "--source", default=tag, metavar="TAG", help=f"record source tag (default: {tag})"
+    )
+    p.add_argument(
+        "--id-prefix",
+        default=f"{tag}:",
+        metavar="P",
+        help=f"record id = P + {path} (default: {tag}:)",
+    )
+
+
 def _register_docs(esub: Any) -> None:
     dp = esub.add_parser(
         "docs",
@@ -194,15 +209,7 @@ def _register_docs(esub: Any) -> None:
         metavar="PATTERN",
         help="exclude paths matching PATTERN (repeatable)",
     )
-    dp.add_argument(
-        "--source", default="docs", metavar="TAG", help="record source tag (default: docs)"
-    )
-    dp.add_argument(
-        "--id-prefix",
-        default="docs:",
-        metavar="P",
-        help="record id = P + relative path (default: docs:)",
-    )
+    _add_naming(dp, "docs", "relative path")
     dp.add_argument(
         "--url-base",
         metavar="URL",
@@ -230,15 +237,7 @@ def _register_okf(esub: Any) -> None:
         ),
     )
     op.add_argument("--root", required=True, metavar="KNOWLEDGE_BASE", help="the knowledge base")
-    op.add_argument(
-        "--source", default="okf", metavar="TAG", help="record source tag (default: okf)"
-    )
-    op.add_argument(
-        "--id-prefix",
-        default="okf:",
-        metavar="P",
-        help="record id = P + path under wiki/ (default: okf:)",
-    )
+    _add_naming(op, "okf", "path under wiki/")
     _common_out(op)
     op.set_defaults(func=_okf)
 
@@ -340,10 +339,24 @@ def _hidden_summary(args: argparse.Namespace, hidden: Any) -> None:
         _say(args)(line)
 
 
-def _docs(args: argparse.Namespace) -> int:
-    from cce_knowledge.extract.docs import DocsOptions, extract_docs
+def _write_records(
+    args: argparse.Namespace, extract: Callable[[Any, dict[str, Any]], list[Any]]
+) -> int:
+    """A file adapter's run: `extract(warn, hidden)`'s records written as the feed, then
+    what hidden text was removed and how many records, on stderr."""
     from cce_knowledge.extract.feed import feed_bytes
     from cce_knowledge.extract.output import write_feed
+
+    hidden: dict[str, Any] = {}
+    records = extract(_warn(args), hidden)
+    write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
+    _hidden_summary(args, hidden)
+    _summary(args, len(records))
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from cce_knowledge.extract.docs import DocsOptions, extract_docs
 
     opts = DocsOptions(
         root=args.root,
@@ -356,23 +369,11 @@ def _docs(args: argparse.Namespace) -> int:
         url_base=args.url_base,
         allow_shallow=args.allow_shallow,
     )
-    hidden: dict[str, Any] = {}
-    records = extract_docs(opts, warn=_warn(args), hidden=hidden)
-    write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
-    _hidden_summary(args, hidden)
-    _summary(args, len(records))
-    return 0
+    return _write_records(args, lambda warn, hidden: extract_docs(opts, warn=warn, hidden=hidden))
 
 
 def _okf(args: argparse.Namespace) -> int:
-    from cce_knowledge.extract.feed import feed_bytes
     from cce_knowledge.extract.okf import OkfOptions, extract_okf
-    from cce_knowledge.extract.output import write_feed
 
     opts = OkfOptions(root=args.root, source=args.source, id_prefix=args.id_prefix)
-    hidden: dict[str, Any] = {}
-    records = extract_okf(opts, warn=_warn(args), hidden=hidden)
-    write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
-    _hidden_summary(args, hidden)
-    _summary(args, len(records))
-    return 0
+    return _write_records(args, lambda warn, hidden: extract_okf(opts, warn=warn, hidden=hidden))
