@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.core import progress
@@ -75,6 +76,30 @@ def add_corpus(
 ) -> None:
     """`--corpus ID`: which corpus of the cache."""
     p.add_argument("--corpus", metavar="ID", help=help)
+
+
+def add_switches(p: argparse.ArgumentParser, *switches: tuple[str, str]) -> None:
+    """On/off options (`store_true`), declared as (flag, help) rows in --help's order."""
+    for flag, help in switches:
+        p.add_argument(flag, action="store_true", help=help)
+
+
+def add_seconds(
+    p: argparse.ArgumentParser,
+    flag: str,
+    default: int,
+    help: str,
+    *,
+    type: Callable[[str], float] = float,
+) -> None:
+    """A duration option in seconds; its help ends with the default, written once."""
+    p.add_argument(
+        flag,
+        type=type,
+        default=float(default),
+        metavar="SECONDS",
+        help=f"{help} (default: {default})",
+    )
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir, add_json, add_remote
+from cce_knowledge.cli.common import add_dir, add_json, add_remote, add_seconds
 from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.errors import StoreError
 
@@ -36,13 +36,7 @@ def register_knowledge(sub: Any) -> None:
     add_json(p, "a cce.knowledge.status/v1 JSON object")
     p.add_argument("--offline", action="store_true", help="do not contact the remote")
     add_remote(p, "remote to compare against (default: from .cce/config)")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=8.0,
-        metavar="SECONDS",
-        help="give up on the remote after this long (default: 8)",
-    )
+    add_seconds(p, "--timeout", 8, "give up on the remote after this long")
     p.set_defaults(func=cmd_status)
 
 
@@ -69,19 +63,13 @@ def register_top(sub: Any) -> None:
         epilog="exit status: 0 when the client closes the session, 2 usage error",
     )
     add_dir(m)
-    m.add_argument(
-        "--remote-timeout",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="bound on index_status' remote lookup (default: 5)",
-    )
-    m.add_argument(
+    add_seconds(m, "--remote-timeout", 5, "bound on index_status' remote lookup")
+    add_seconds(
+        m,
         "--call-timeout",
+        60,
+        "answer a tool call that takes longer with an error",
         type=_positive_seconds,
-        default=60.0,
-        metavar="SECONDS",
-        help="answer a tool call that takes longer with an error (default: 60)",
     )
     m.set_defaults(func=cmd_mcp)
 

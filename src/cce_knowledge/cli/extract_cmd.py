@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from cce_knowledge.cli.common import add_switches
 from cce_knowledge.core.errors import UsageError
 
 _OUT_HELP = "write the feed here (atomically) instead of stdout"
@@ -98,15 +99,10 @@ def _github_content_args(gh: argparse.ArgumentParser) -> None:
         default="all",
         help="which items to keep (default: all)",
     )
-    gh.add_argument(
-        "--include-comments",
-        action="store_true",
-        help="append comments under a '## Comments' section",
-    )
-    gh.add_argument(
-        "--keep-not-planned",
-        action="store_true",
-        help="keep items closed as not_planned (dropped by default)",
+    add_switches(
+        gh,
+        ("--include-comments", "append comments under a '## Comments' section"),
+        ("--keep-not-planned", "keep items closed as not_planned (dropped by default)"),
     )
     tl = gh.add_mutually_exclusive_group()
     tl.add_argument(

@@ -18,6 +18,7 @@ from cce_knowledge.cli.common import (
     add_json,
     add_quiet,
     add_remote,
+    add_switches,
     report_search_build,
 )
 from cce_knowledge.cli.report import Report, emit
@@ -192,24 +193,19 @@ def register_knowledge(sub: Any) -> None:
     add_corpus(p)
     add_remote(p)
     add_dir(p)
-    p.add_argument(
-        "--force", action="store_true", help="skip the shrink guard (intentional shrink)"
-    )
-    p.add_argument(
-        "--no-lfs",
-        action="store_true",
-        help="publish the .cck as a plain git blob (without git-lfs, push refuses instead)",
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="report what a push would change; publish nothing"
-    )
-    p.add_argument(
-        "--skip-unchanged",
-        action="store_true",
-        help=(
+    add_switches(
+        p,
+        ("--force", "skip the shrink guard (intentional shrink)"),
+        (
+            "--no-lfs",
+            "publish the .cck as a plain git blob (without git-lfs, push refuses instead)",
+        ),
+        ("--dry-run", "report what a push would change; publish nothing"),
+        (
+            "--skip-unchanged",
             "publish nothing (no cache commit) when the remote `current` already names this "
             "snapshot with identical content; without it an unchanged push re-publishes, "
-            "refreshing pushed_at (the reference's behaviour)"
+            "refreshing pushed_at (the reference's behaviour)",
         ),
     )
     p.add_argument(
