@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cce_knowledge.engine.markdown import chunk_markdown
+from cce_knowledge.health.status import ChecksumState, KnowledgeStatus
 from cce_knowledge.mcp import render
 from cce_knowledge.mcp.render import BlendRow, Section
 from tests.helpers.paths import TESTS
@@ -96,10 +97,12 @@ def test_group_rendering_and_display_redaction() -> None:
 
 
 def test_status_block() -> None:
-    block = render.knowledge_status_block(
-        corpus=None, snapshot="s", records=2, chunks=5, data_as_of=None,
-        remote_current="r", behind_remote=True,
+    status = KnowledgeStatus(
+        root=".", store_file="f", schema="cce.knowledge/v1", snapshot="s", records=2, chunks=5,
+        data_as_of=None, corpus=None, marker_corpus=None, marker_snapshot=None,
+        checksum=ChecksumState("local"), remote_current="r",
     )  # fmt: skip
+    block = render.knowledge_status_block(status)
     assert block == (
         "  knowledge :\n    corpus         : (local ingest)\n    snapshot       : s\n"
         "    records/chunks : 2 / 5\n    data as-of     : -\n    remote current : r\n"

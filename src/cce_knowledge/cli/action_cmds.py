@@ -97,11 +97,10 @@ _COMMON_TAIL = (
 )
 
 
-def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_top(sub: Any) -> None:
     ap = sub.add_parser(
         "action",
         help="GitHub Action helpers (the Action's step driver)",
-        formatter_class=formatter_class,
         description=(
             "Helpers behind the cce-knowledge GitHub Action: `run` is the all-in-one\n"
             "root action.yml, the others are its composable sub-actions."
@@ -111,9 +110,7 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
     ap.set_defaults(_parser=ap)
     for step, inputs in STEP_INPUTS.items():
         short, long = _STEP_HELP[step]
-        rp = asub.add_parser(
-            step, help=short, formatter_class=formatter_class, description=long + _COMMON_TAIL
-        )
+        rp = asub.add_parser(step, help=short, description=long + _COMMON_TAIL)
         for inp in inputs:
             if inp in _ENV_ONLY:
                 continue

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.core import progress
 
@@ -19,6 +20,30 @@ def hybrid_ranking() -> HybridRanker:
     from cce_knowledge.semantic.hybrid import HybridRanking
 
     return HybridRanking()
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every `cce` help page's layout: descriptions as written, options aligned."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=30)
+
+
+class Parser(argparse.ArgumentParser):
+    """Every `cce` parser. argparse makes a subcommand's parser of its parent's class,
+    so the help layout is named once, here, for the whole tree."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def add_group(top: Any, name: str, help: str, description: str) -> Any:
+    """A command group (`cce knowledge`, `cce sync`): its subcommands' action. Run
+    without a subcommand, the group prints its own help (`_parser`)."""
+    gp = top.add_parser(name, help=help, description=description)
+    gp.set_defaults(_parser=gp)
+    return gp.add_subparsers(dest="command", metavar="SUBCOMMAND")
 
 
 def add_dir(p: argparse.ArgumentParser) -> None:
@@ -51,6 +76,30 @@ def add_corpus(
 ) -> None:
     """`--corpus ID`: which corpus of the cache."""
     p.add_argument("--corpus", metavar="ID", help=help)
+
+
+def add_switches(p: argparse.ArgumentParser, *switches: tuple[str, str]) -> None:
+    """On/off options (`store_true`), declared as (flag, help) rows in --help's order."""
+    for flag, help in switches:
+        p.add_argument(flag, action="store_true", help=help)
+
+
+def add_seconds(
+    p: argparse.ArgumentParser,
+    flag: str,
+    default: int,
+    help: str,
+    *,
+    type: Callable[[str], float] = float,
+) -> None:
+    """A duration option in seconds; its help ends with the default, written once."""
+    p.add_argument(
+        flag,
+        type=type,
+        default=float(default),
+        metavar="SECONDS",
+        help=f"{help} (default: {default})",
+    )
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:

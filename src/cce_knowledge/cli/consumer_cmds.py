@@ -13,16 +13,15 @@ import argparse
 import sys
 from typing import Any
 
-from cce_knowledge.cli.common import add_dir, add_json, add_remote
+from cce_knowledge.cli.common import add_dir, add_json, add_remote, add_seconds
 from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.errors import StoreError
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     p = sub.add_parser(
         "status",
         help="what knowledge is installed, from where, how fresh",
-        formatter_class=formatter_class,
         description=(
             "Show the installed knowledge store: corpus (or local ingest), snapshot,\n"
             "records/chunks, data as-of, where it was pulled from (credentials stripped),\n"
@@ -37,13 +36,7 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     add_json(p, "a cce.knowledge.status/v1 JSON object")
     p.add_argument("--offline", action="store_true", help="do not contact the remote")
     add_remote(p, "remote to compare against (default: from .cce/config)")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=8.0,
-        metavar="SECONDS",
-        help="give up on the remote after this long (default: 8)",
-    )
+    add_seconds(p, "--timeout", 8, "give up on the remote after this long")
     p.set_defaults(func=cmd_status)
 
 
@@ -57,11 +50,10 @@ def _positive_seconds(text: str) -> float:
     return v
 
 
-def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_top(sub: Any) -> None:
     m = sub.add_parser(
         "mcp",
         help="serve the knowledge store to agents over MCP (stdio)",
-        formatter_class=formatter_class,
         description=(
             "Run an MCP server over stdio serving context_search, expand_chunk,\n"
             "related_context and index_status for the knowledge store under --dir.\n"
@@ -71,26 +63,19 @@ def register_top(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> Non
         epilog="exit status: 0 when the client closes the session, 2 usage error",
     )
     add_dir(m)
-    m.add_argument(
-        "--remote-timeout",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="bound on index_status' remote lookup (default: 5)",
-    )
-    m.add_argument(
+    add_seconds(m, "--remote-timeout", 5, "bound on index_status' remote lookup")
+    add_seconds(
+        m,
         "--call-timeout",
+        60,
+        "answer a tool call that takes longer with an error",
         type=_positive_seconds,
-        default=60.0,
-        metavar="SECONDS",
-        help="answer a tool call that takes longer with an error (default: 60)",
     )
     m.set_defaults(func=cmd_mcp)
 
     d = sub.add_parser(
         "doctor",
         help="health checks for the knowledge store (exit 1 on corruption)",
-        formatter_class=formatter_class,
         description=(
             "Read-only checks of the knowledge store under --dir: contract version,\n"
             "un-redacted facets and secret-shaped record ids (shown redacted), pulled\n"

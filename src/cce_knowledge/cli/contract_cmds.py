@@ -66,12 +66,11 @@ written atomically. `cce knowledge index FEED --manifest PATH` verifies it.
 exit status: 0 written, 1 refused or failed, 2 usage error"""
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     p = sub.add_parser(
         "validate",
         help="check feeds, manifests, ask suites, chunk policies and .cce/config; report every bad line",
         description=VALIDATE_DESCRIPTION,
-        formatter_class=formatter_class,
     )
     p.add_argument(
         "files",
@@ -104,7 +103,6 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "manifest",
         help="write the cce.feed-manifest/v1 sidecar (record count + sha256) for a feed",
         description=MANIFEST_DESCRIPTION,
-        formatter_class=formatter_class,
     )
     m.add_argument("feed", metavar="FEED", help="the cce.knowledge/v1 NDJSON feed file")
     m.add_argument("--out", metavar="PATH", help="write the manifest here (default: stdout)")

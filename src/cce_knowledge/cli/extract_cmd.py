@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from cce_knowledge.cli.common import add_switches
 from cce_knowledge.core.errors import UsageError
 
 _OUT_HELP = "write the feed here (atomically) instead of stdout"
@@ -30,11 +32,10 @@ def _common_out(p: argparse.ArgumentParser, *, out_help: str = _OUT_HELP) -> Non
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     ep = sub.add_parser(
         "extract",
         help="run a reference adapter: github, docs or okf → cce.knowledge/v1 NDJSON",
-        formatter_class=formatter_class,
         description=(
             "Run a reference adapter and write a deterministic cce.knowledge/v1 feed:\n"
             "same source state → same bytes → same snapshot."
@@ -42,16 +43,15 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     )
     ep.set_defaults(_parser=ep)
     esub = ep.add_subparsers(dest="adapter", metavar="ADAPTER")
-    _register_github(esub, formatter_class)
-    _register_docs(esub, formatter_class)
-    _register_okf(esub, formatter_class)
+    _register_github(esub)
+    _register_docs(esub)
+    _register_okf(esub)
 
 
-def _register_github(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def _register_github(esub: Any) -> None:
     gh = esub.add_parser(
         "github",
         help="issues and pull requests over the GitHub REST API",
-        formatter_class=formatter_class,
         description=(
             "Issues and pull requests of one repository over the GitHub REST API, read by\n"
             "pages: the issues list, the repository-wide comments (--include-comments), and\n"
@@ -99,15 +99,10 @@ def _github_content_args(gh: argparse.ArgumentParser) -> None:
         default="all",
         help="which items to keep (default: all)",
     )
-    gh.add_argument(
-        "--include-comments",
-        action="store_true",
-        help="append comments under a '## Comments' section",
-    )
-    gh.add_argument(
-        "--keep-not-planned",
-        action="store_true",
-        help="keep items closed as not_planned (dropped by default)",
+    add_switches(
+        gh,
+        ("--include-comments", "append comments under a '## Comments' section"),
+        ("--keep-not-planned", "keep items closed as not_planned (dropped by default)"),
     )
     tl = gh.add_mutually_exclusive_group()
     tl.add_argument(
@@ -164,11 +159,24 @@ def _github_http_args(gh: argparse.ArgumentParser) -> None:
     )
 
 
-def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def _add_naming(p: argparse.ArgumentParser, tag: str, path: str) -> None:
+    """`--source` and `--id-prefix` of a file adapter: its records' source tag (default
+    `tag`) and id prefix (default `tag:`), the id being the prefix + the file's `path`."""
+    p.add_argument(
+        "--source", default=tag, metavar="TAG", help=f"record source tag (default: {tag})"
+    )
+    p.add_argument(
+        "--id-prefix",
+        default=f"{tag}:",
+        metavar="P",
+        help=f"record id = P + {path} (default: {tag}:)",
+    )
+
+
+def _register_docs(esub: Any) -> None:
     dp = esub.add_parser(
         "docs",
         help="one record per Markdown file of a docs tree or git repository",
-        formatter_class=formatter_class,
         description=(
             "One record per Markdown file (*.md, *.markdown): YAML frontmatter gives\n"
             "title/labels/group, else the first heading, else the file name. updated_at\n"
@@ -197,15 +205,7 @@ def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> 
         metavar="PATTERN",
         help="exclude paths matching PATTERN (repeatable)",
     )
-    dp.add_argument(
-        "--source", default="docs", metavar="TAG", help="record source tag (default: docs)"
-    )
-    dp.add_argument(
-        "--id-prefix",
-        default="docs:",
-        metavar="P",
-        help="record id = P + relative path (default: docs:)",
-    )
+    _add_naming(dp, "docs", "relative path")
     dp.add_argument(
         "--url-base",
         metavar="URL",
@@ -221,11 +221,10 @@ def _register_docs(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> 
     dp.set_defaults(func=_docs)
 
 
-def _register_okf(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def _register_okf(esub: Any) -> None:
     op = esub.add_parser(
         "okf",
         help="an A3S knowledge base's promoted wiki/ (OKF Markdown)",
-        formatter_class=formatter_class,
         description=(
             "Records from an A3S knowledge base's promoted wiki/**/*.md only (never\n"
             "sources/ or .a3s/compilation-output/). Documents need YAML frontmatter with\n"
@@ -234,15 +233,7 @@ def _register_okf(esub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
         ),
     )
     op.add_argument("--root", required=True, metavar="KNOWLEDGE_BASE", help="the knowledge base")
-    op.add_argument(
-        "--source", default="okf", metavar="TAG", help="record source tag (default: okf)"
-    )
-    op.add_argument(
-        "--id-prefix",
-        default="okf:",
-        metavar="P",
-        help="record id = P + path under wiki/ (default: okf:)",
-    )
+    _add_naming(op, "okf", "path under wiki/")
     _common_out(op)
     op.set_defaults(func=_okf)
 
@@ -344,10 +335,24 @@ def _hidden_summary(args: argparse.Namespace, hidden: Any) -> None:
         _say(args)(line)
 
 
-def _docs(args: argparse.Namespace) -> int:
-    from cce_knowledge.extract.docs import DocsOptions, extract_docs
+def _write_records(
+    args: argparse.Namespace, extract: Callable[[Any, dict[str, Any]], list[Any]]
+) -> int:
+    """A file adapter's run: `extract(warn, hidden)`'s records written as the feed, then
+    what hidden text was removed and how many records, on stderr."""
     from cce_knowledge.extract.feed import feed_bytes
     from cce_knowledge.extract.output import write_feed
+
+    hidden: dict[str, Any] = {}
+    records = extract(_warn(args), hidden)
+    write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
+    _hidden_summary(args, hidden)
+    _summary(args, len(records))
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from cce_knowledge.extract.docs import DocsOptions, extract_docs
 
     opts = DocsOptions(
         root=args.root,
@@ -360,23 +365,11 @@ def _docs(args: argparse.Namespace) -> int:
         url_base=args.url_base,
         allow_shallow=args.allow_shallow,
     )
-    hidden: dict[str, Any] = {}
-    records = extract_docs(opts, warn=_warn(args), hidden=hidden)
-    write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
-    _hidden_summary(args, hidden)
-    _summary(args, len(records))
-    return 0
+    return _write_records(args, lambda warn, hidden: extract_docs(opts, warn=warn, hidden=hidden))
 
 
 def _okf(args: argparse.Namespace) -> int:
-    from cce_knowledge.extract.feed import feed_bytes
     from cce_knowledge.extract.okf import OkfOptions, extract_okf
-    from cce_knowledge.extract.output import write_feed
 
     opts = OkfOptions(root=args.root, source=args.source, id_prefix=args.id_prefix)
-    hidden: dict[str, Any] = {}
-    records = extract_okf(opts, warn=_warn(args), hidden=hidden)
-    write_feed(feed_bytes(records), records, out=args.out, manifest=args.manifest)
-    _hidden_summary(args, hidden)
-    _summary(args, len(records))
-    return 0
+    return _write_records(args, lambda warn, hidden: extract_okf(opts, warn=warn, hidden=hidden))

@@ -62,12 +62,11 @@ warning, never a failed index: `cce knowledge embed` finishes the job.
 exit status: 0 indexed, 1 refused or failed, 2 usage error"""
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     p = sub.add_parser(
         "index",
         help="index a cce.knowledge/v1 feed into the local knowledge store",
         description=DESCRIPTION,
-        formatter_class=formatter_class,
     )
     p.add_argument("feed", metavar="FEED", help="the cce.knowledge/v1 NDJSON feed file")
     add_dir(p)

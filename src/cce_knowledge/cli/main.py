@@ -23,6 +23,7 @@ from cce_knowledge.cli import (
     semantic_cmds,
     sync_cmds,
 )
+from cce_knowledge.cli.common import Parser, add_group
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError
 
@@ -39,15 +40,9 @@ _KNOWLEDGE_MODULES = (
 )
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=30)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="cce",
-        formatter_class=_Formatter,
         description=(
             "cce-knowledge — turn the 'why' behind code (issues, epics, design docs,\n"
             "policies) into searchable knowledge corpora.\n\n"
@@ -58,36 +53,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"cce-knowledge {__version__}")
     top = p.add_subparsers(dest="group", metavar="COMMAND")
 
-    kp = top.add_parser(
+    ksub = add_group(
+        top,
         "knowledge",
-        help="build, publish and query knowledge corpora",
-        formatter_class=_Formatter,
-        description="Build, publish and query knowledge corpora (cce.knowledge/v1).",
+        "build, publish and query knowledge corpora",
+        "Build, publish and query knowledge corpora (cce.knowledge/v1).",
     )
-    ksub = kp.add_subparsers(dest="command", metavar="SUBCOMMAND")
-    kp.set_defaults(_parser=kp)
-
-    sp = top.add_parser(
+    ssub = add_group(
+        top,
         "sync",
-        help="the git cache: init, list, pull --all, verify",
-        formatter_class=_Formatter,
-        description="Work with the git cache repository that carries published corpora.",
+        "the git cache: init, list, pull --all, verify",
+        "Work with the git cache repository that carries published corpora.",
     )
-    ssub = sp.add_subparsers(dest="command", metavar="SUBCOMMAND")
-    sp.set_defaults(_parser=sp)
 
     for mod in _KNOWLEDGE_MODULES:
         reg = getattr(mod, "register_knowledge", None)
         if reg:
-            reg(ksub, _Formatter)
+            reg(ksub)
     for mod in _KNOWLEDGE_MODULES:
         reg = getattr(mod, "register_sync", None)
         if reg:
-            reg(ssub, _Formatter)
+            reg(ssub)
     for mod in _KNOWLEDGE_MODULES:
         reg = getattr(mod, "register_top", None)
         if reg:
-            reg(top, _Formatter)
+            reg(top)
     p.set_defaults(_parser=p)
     return p
 

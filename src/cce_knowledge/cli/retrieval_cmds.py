@@ -56,11 +56,10 @@ def _add_ranking(p: argparse.ArgumentParser) -> None:
     )
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     sp = sub.add_parser(
         "search",
         help="search the knowledge store for the why behind code",
-        formatter_class=formatter_class,
         description=(
             "Search the installed knowledge store (built by `cce knowledge index` or\n"
             "`cce knowledge pull`). Each hit prints a provenance header, a citation\n"
@@ -104,7 +103,6 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     shp = sub.add_parser(
         "show",
         help="print the stored section a search hit cites",
-        formatter_class=formatter_class,
         description=(
             "Print the exact stored section a citation names: `record_id:start-end` as\n"
             "`cce knowledge search` prints it, or a hit's chunk id (`#chunk_id`, as MCP's\n"
@@ -121,7 +119,6 @@ def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     ap = sub.add_parser(
         "ask",
         help="prove a corpus answers a suite of questions (cce.knowledge.ask/v1)",
-        formatter_class=formatter_class,
         description=(
             "Run a cce.knowledge.ask/v1 suite: each question must surface its expected\n"
             "record ids in its top k.\n\n"

@@ -38,12 +38,11 @@ exit status: 0 every chunk that can be sent has a vector (binary or empty chunks
 never are), 1 some are still missing or the run failed, 2 usage error"""
 
 
-def register_knowledge(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     p = sub.add_parser(
         "embed",
         help="embed the store's chunks for hybrid ranking (local or OpenAI-compatible server)",
         description=DESCRIPTION,
-        formatter_class=formatter_class,
     )
     add_dir(p)
     p.add_argument(

@@ -18,6 +18,7 @@ from cce_knowledge.cli.common import (
     add_json,
     add_quiet,
     add_remote,
+    add_switches,
     report_search_build,
 )
 from cce_knowledge.cli.report import Report, emit
@@ -177,11 +178,10 @@ def _vectors_in_place(root: str, snapshot: str, settings: Settings) -> bool:
     return cfg is None or vectors_path(root, snapshot, cfg.model).is_file()
 
 
-def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+def register_knowledge(sub: Any) -> None:
     p = sub.add_parser(
         "push",
         help="publish the local store to the git cache (shrink guard first)",
-        formatter_class=fmt,
         description=(
             "Export the local knowledge store as a .cck and publish it to the git cache as\n"
             "knowledge/v1/<corpus>/<snapshot>.cck, moving `current` and rewriting corpus.json in\n"
@@ -193,24 +193,19 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     add_corpus(p)
     add_remote(p)
     add_dir(p)
-    p.add_argument(
-        "--force", action="store_true", help="skip the shrink guard (intentional shrink)"
-    )
-    p.add_argument(
-        "--no-lfs",
-        action="store_true",
-        help="publish the .cck as a plain git blob (without git-lfs, push refuses instead)",
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="report what a push would change; publish nothing"
-    )
-    p.add_argument(
-        "--skip-unchanged",
-        action="store_true",
-        help=(
+    add_switches(
+        p,
+        ("--force", "skip the shrink guard (intentional shrink)"),
+        (
+            "--no-lfs",
+            "publish the .cck as a plain git blob (without git-lfs, push refuses instead)",
+        ),
+        ("--dry-run", "report what a push would change; publish nothing"),
+        (
+            "--skip-unchanged",
             "publish nothing (no cache commit) when the remote `current` already names this "
             "snapshot with identical content; without it an unchanged push re-publishes, "
-            "refreshing pushed_at (the reference's behaviour)"
+            "refreshing pushed_at (the reference's behaviour)",
         ),
     )
     p.add_argument(
@@ -229,7 +224,6 @@ def register_knowledge(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     q = sub.add_parser(
         "pull",
         help="install a published corpus from the git cache",
-        formatter_class=fmt,
         description=(
             "Fetch knowledge/v1/<corpus>/<snapshot>.cck (default: the remote `current`), verify\n"
             "its checksum, and install a byte-identical store under <dir>/.cce/knowledge/ with a\n"
@@ -343,11 +337,10 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+def register_sync(sub: Any) -> None:
     p = sub.add_parser(
         "init",
         help="point this project at a cache remote (edits .cce/config in place)",
-        formatter_class=fmt,
         description=(
             "Clone the cache and, with LFS on, commit its *.cck and *.cce attribute lines\n"
             "(one commit), then set sync.remote (and sync.lfs / sync.repo_id) in\n"
@@ -374,7 +367,6 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     ls = sub.add_parser(
         "list",
         help="list what the cache carries (knowledge corpora and code repos)",
-        formatter_class=fmt,
         description="List the corpora (and any code repos) the cache carries. Read-only.",
         epilog=_EXIT.format(ok="listed"),
     )
@@ -386,7 +378,6 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     pl = sub.add_parser(
         "pull",
         help="install the cache's knowledge corpus into a directory (--all --into)",
-        formatter_class=fmt,
         description=(
             "Install everything the cache offers into <dir>. cce-knowledge installs the\n"
             "knowledge corpus (one per root); code repos are reported as skipped. Never fails\n"
@@ -406,7 +397,6 @@ def register_sync(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     v = sub.add_parser(
         "verify",
         help="check the pulled store against its install checksum",
-        formatter_class=fmt,
         description=(
             "Re-hash the pulled knowledge store and compare it with the sha256 recorded in\n"
             "synced.json at pull time. Detects corruption or local edits, not a malicious\n"

@@ -109,6 +109,10 @@ _KEYWORDS: dict[int, tuple[bytes, Any]] = {
 }
 
 
+#: The first bytes of a string, keyword or number.
+_SCALAR_START = frozenset(b'"-' + _DIGITS + bytes(_KEYWORDS))
+
+
 class Scanner:
     """Cursor over one JSON document's bytes with serde_json's error positions.
 
@@ -175,14 +179,17 @@ class Scanner:
         self.ident(rest)
         return value
 
-    def colon(self) -> None:
+    def _expect(self, byte: int, other: str) -> None:
+        """Consume `byte` (after whitespace) inside an object, else serde's error:
+        EOF, or `other`."""
         c = self.ws()
-        if c == 0x3A:
+        if c == byte:
             self.i += 1
             return
-        if c is None:
-            raise self.peek_err("EOF while parsing an object")
-        raise self.peek_err("expected `:`")
+        raise self.peek_err("EOF while parsing an object" if c is None else other)
+
+    def colon(self) -> None:
+        self._expect(0x3A, "expected `:`")
 
     def end(self) -> None:
         """After the top-level value: only whitespace may follow."""
@@ -203,20 +210,27 @@ class Scanner:
 
     def string(self) -> str:
         """A string body after its opening quote, validated like serde's `parse_str`."""
-        b, n = self.b, self.n
         parts: list[bytes] = []
+        self._str_body(parts)
+        return b"".join(parts).decode("utf-8", "surrogatepass")
+
+    def _str_body(self, parts: list[bytes] | None) -> None:
+        """Read a string body after its opening quote, through the closing one, into
+        `parts`; with None, skip it (serde `ignore_str`: `\\u` escapes are checked for
+        shape only)."""
+        b, n = self.b, self.n
         while True:
             m = _STR_SPECIAL.search(b, self.i)
             if m is None:
                 self.i = n
                 raise self.err("EOF while parsing a string")
             j = m.start()
-            if j > self.i:
+            if parts is not None and j > self.i:
                 parts.append(b[self.i : j])
             c = b[j]
             self.i = j + 1
             if c == 0x22:
-                return b"".join(parts).decode("utf-8", "surrogatepass")
+                return
             if c != 0x5C:
                 raise self.err("control character (\\u0000-\\u001F) found while parsing a string")
             if self.i >= n:
@@ -225,11 +239,14 @@ class Scanner:
             self.i += 1
             simple = _SIMPLE_ESC.get(e)
             if simple is not None:
-                parts.append(simple)
-            elif e == 0x75:
-                parts.append(self._unicode_escape().encode("utf-8", "surrogatepass"))
-            else:
+                if parts is not None:
+                    parts.append(simple)
+            elif e != 0x75:
                 raise self.err("invalid escape")
+            elif parts is None:
+                self._hex4()
+            else:
+                parts.append(self._unicode_escape().encode("utf-8", "surrogatepass"))
 
     def _unicode_escape(self) -> str:
         n1 = self._hex4()
@@ -251,28 +268,8 @@ class Scanner:
         return chr(0x10000 + ((n1 - 0xD800) << 10) + (n2 - 0xDC00))
 
     def ignore_str(self) -> None:
-        """Skip a string body: escapes are checked for shape only (serde `ignore_str`)."""
-        b, n = self.b, self.n
-        while True:
-            m = _STR_SPECIAL.search(b, self.i)
-            if m is None:
-                self.i = n
-                raise self.err("EOF while parsing a string")
-            j = m.start()
-            c = b[j]
-            self.i = j + 1
-            if c == 0x22:
-                return
-            if c != 0x5C:
-                raise self.err("control character (\\u0000-\\u001F) found while parsing a string")
-            if self.i >= n:
-                raise self.err("EOF while parsing a string")
-            e = b[self.i]
-            self.i += 1
-            if e == 0x75:
-                self._hex4()
-            elif e not in _SIMPLE_ESC:
-                raise self.err("invalid escape")
+        """Skip a string body after its opening quote (serde `ignore_str`)."""
+        self._str_body(None)
 
     # -- numbers --------------------------------------------------------------
 
@@ -433,10 +430,8 @@ class Scanner:
 
     # -- generic values (serde_json::Value) -----------------------------------
 
-    def value(self) -> Any:
-        c = self.ws()
-        if c is None:
-            raise self.peek_err("EOF while parsing a value")
+    def _scalar(self, c: int) -> Any:
+        """The scalar that starts with `c` (one of `_SCALAR_START`), read."""
         if c == 0x22:
             self.i += 1
             return self.string()
@@ -445,8 +440,14 @@ class Scanner:
         if c == 0x2D:
             self.i += 1
             return self.number(False)
-        if c in _DIGITS:
-            return self.number(True)
+        return self.number(True)
+
+    def value(self) -> Any:
+        c = self.ws()
+        if c is None:
+            raise self.peek_err("EOF while parsing a value")
+        if c in _SCALAR_START:
+            return self._scalar(c)
         if c == 0x5B:
             return self.seq(self.value)
         if c == 0x7B:
@@ -543,21 +544,9 @@ class Scanner:
 
     def _ignore_key(self) -> None:
         """An object's key and its colon, skipped."""
-        c = self.ws()
-        if c == 0x22:
-            self.i += 1
-        elif c is None:
-            raise self.peek_err("EOF while parsing an object")
-        else:
-            raise self.peek_err("key must be a string")
-        self.ignore_str()
-        c = self.ws()
-        if c == 0x3A:
-            self.i += 1
-        elif c is None:
-            raise self.peek_err("EOF while parsing an object")
-        else:
-            raise self.peek_err("expected `:`")
+        self._expect(0x22, "key must be a string")
+        self._str_body(None)
+        self.colon()
 
     # -- typed fields ---------------------------------------------------------
 
@@ -565,16 +554,8 @@ class Scanner:
         """serde_json `peek_invalid_type`: read the scalar, then a positioned type error."""
         c = self.peek()
         unexpected: str
-        if c is not None and c in _KEYWORDS:
-            unexpected = describe_unexpected(self._keyword(c))
-        elif c == 0x2D:
-            self.i += 1
-            unexpected = describe_unexpected(self.number(False))
-        elif c is not None and c in _DIGITS:
-            unexpected = describe_unexpected(self.number(True))
-        elif c == 0x22:
-            self.i += 1
-            unexpected = describe_unexpected(self.string())
+        if c is not None and c in _SCALAR_START:
+            unexpected = describe_unexpected(self._scalar(c))
         elif c == 0x5B:
             unexpected = "sequence"
         elif c == 0x7B:
@@ -592,12 +573,16 @@ class Scanner:
             return self.string()
         raise self.invalid_type("a string")
 
+    def _null(self) -> bool:
+        """Consume a `null` if one is next (serde's `Option` visitor)."""
+        if self.ws() != 0x6E:
+            return False
+        self.i += 1
+        self.ident(b"ull")
+        return True
+
     def opt_str_field(self) -> str | None:
-        if self.ws() == 0x6E:
-            self.i += 1
-            self.ident(b"ull")
-            return None
-        return self.str_field()
+        return None if self._null() else self.str_field()
 
     def str_seq_field(self) -> list[str]:
         c = self.ws()
@@ -608,11 +593,7 @@ class Scanner:
         return self.seq(self.str_field)
 
     def opt_value_field(self) -> Any:
-        if self.ws() == 0x6E:
-            self.i += 1
-            self.ident(b"ull")
-            return None
-        return self.value()
+        return None if self._null() else self.value()
 
     def u64_field(self, expected: str = "usize") -> int:
         """serde_json `deserialize_number` into an unsigned integer."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from cce_knowledge.contract.jsonparse import (
     FieldReader,
@@ -20,8 +19,9 @@ from cce_knowledge.contract.jsonparse import (
     format_path,
     scan_struct,
 )
+from cce_knowledge.contract.ndjson import read_text_file
 from cce_knowledge.core.errors import ContractError
-from cce_knowledge.core.rustcompat import ascii_lower, io_error_text, rs_trim, rust_debug_str
+from cce_knowledge.core.rustcompat import ascii_lower, rs_trim, rust_debug_str
 
 FEED_MANIFEST_SCHEMA_ID = "cce.feed-manifest/v1"
 
@@ -79,17 +79,7 @@ def parse_manifest(text: str) -> FeedManifest:
 
 def read_manifest(path: str | os.PathLike[str]) -> FeedManifest:
     """Read and parse a sidecar: `could not read feed manifest {path}: {io}`."""
-    shown = os.fspath(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise ContractError(f"could not read feed manifest {shown}: {io_error_text(e)}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ContractError(
-            f"could not read feed manifest {shown}: stream did not contain valid UTF-8"
-        ) from None
+    _, text = read_text_file(path, "feed manifest ")
     return parse_manifest(text)
 
 

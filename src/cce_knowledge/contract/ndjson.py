@@ -30,31 +30,26 @@ from cce_knowledge.contract.jsonparse import (
     format_path,
     scan_struct,
 )
-from cce_knowledge.contract.record import KnowledgeRecord
+from cce_knowledge.contract.record import RECORD_FIELD_KINDS, KnowledgeRecord
 from cce_knowledge.core.errors import ContractError
 from cce_knowledge.core.rustcompat import RUST_WS_CHARS, io_error_text
 
 KNOWLEDGE_SCHEMA_ID = "cce.knowledge/v1"
 
+_READERS: dict[str, FieldReader] = {
+    "str": Scanner.str_field,
+    "nullable": Scanner.opt_str_field,
+    "strings": Scanner.str_seq_field,
+    "value": Scanner.opt_value_field,
+}
 #: (field, reader, required) in the record's declaration order — which is also the
 #: position order of the array form.
-RECORD_FIELDS: tuple[tuple[str, FieldReader, bool], ...] = (
-    ("id", Scanner.str_field, True),
-    ("title", Scanner.str_field, True),
-    ("body", Scanner.str_field, True),
-    ("source", Scanner.str_field, True),
-    ("url", Scanner.opt_str_field, False),
-    ("state", Scanner.opt_str_field, False),
-    ("state_reason", Scanner.opt_str_field, False),
-    ("updated_at", Scanner.opt_str_field, False),
-    ("labels", Scanner.str_seq_field, False),
-    ("group", Scanner.opt_str_field, False),
-    ("links", Scanner.str_seq_field, False),
-    ("extra", Scanner.opt_value_field, False),
+RECORD_FIELDS: tuple[tuple[str, FieldReader, bool], ...] = tuple(
+    (k, _READERS[kind], kind == "str") for k, kind in RECORD_FIELD_KINDS
 )
 KNOWN_FIELDS = frozenset(f[0] for f in RECORD_FIELDS)
-_REQUIRED = ("id", "title", "body", "source")
-_OPT_STR = ("url", "state", "state_reason", "updated_at", "group")
+_REQUIRED = tuple(k for k, _, required in RECORD_FIELDS if required)
+_OPT_STR = tuple(k for k, kind in RECORD_FIELD_KINDS if kind == "nullable")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: serde_json accepts 127 nested containers; the record object is the first.
 _MAX_DEPTH = 127
@@ -101,9 +96,10 @@ def check_is_file(path: str | os.PathLike[str]) -> None:
         raise ContractError(f"not a file: {os.fspath(path)}")
 
 
-def read_feed(path: str | os.PathLike[str]) -> tuple[bytes, str]:
-    """Read a feed as raw bytes and UTF-8 text, unchanged (a BOM and CRLF stay)."""
-    shown = os.fspath(path)
+def read_text_file(path: str | os.PathLike[str], what: str = "") -> tuple[bytes, str]:
+    """A file's raw bytes and UTF-8 text, unchanged, as Rust's `read_to_string` reads
+    it; the errors say `could not read {what}{path}: …` as the reference words them."""
+    shown = f"{what}{os.fspath(path)}"
     try:
         raw = Path(path).read_bytes()
     except OSError as e:
@@ -113,6 +109,11 @@ def read_feed(path: str | os.PathLike[str]) -> tuple[bytes, str]:
     except UnicodeDecodeError:
         raise ContractError(f"could not read {shown}: stream did not contain valid UTF-8") from None
     return raw, text
+
+
+def read_feed(path: str | os.PathLike[str]) -> tuple[bytes, str]:
+    """Read a feed as raw bytes and UTF-8 text, unchanged (a BOM and CRLF stay)."""
+    return read_text_file(path)
 
 
 # -- lines --------------------------------------------------------------------

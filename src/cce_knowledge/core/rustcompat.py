@@ -144,22 +144,17 @@ def _rust_printable(ch: str) -> bool:
     return not (cat[0] == "C" or cat in ("Zl", "Zp", "Zs"))
 
 
+#: The characters `str`'s Debug escapes by name.
+_DEBUG_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+
+
 def rust_debug_str(s: str) -> str:
     """`format!("{:?}", s)` for a `&str`: double-quoted with Rust escapes."""
     out = ['"']
     for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\0":
-            out.append("\\0")
+        esc = _DEBUG_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
         elif _rust_printable(ch) and unicodedata.category(ch) != "Mn":
             out.append(ch)
         else:

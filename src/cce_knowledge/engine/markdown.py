@@ -53,6 +53,27 @@ class MdChunk:
     #: Byte offset of `content` in the document.
     start_byte: int = field(default=0, compare=False)
 
+    @classmethod
+    def of(
+        cls, path: str, lines: tuple[int, int], label: tuple[str, str], raw: bytes, start_byte: int
+    ) -> MdChunk:
+        """The chunk of `raw` (its lines `lines`, its `(kind, name)`) at `start_byte` of
+        `path`'s document, with the reference's `chunk_id` and `token_count` (one token
+        per four bytes, at least one) — the one definition both chunkers share."""
+        start_line, end_line = lines
+        return cls(
+            chunk_id=chunk_id(path, start_line, end_line, raw),
+            file_path=path,
+            start_line=start_line,
+            end_line=end_line,
+            kind=label[0],
+            name=label[1],
+            content=raw.decode("utf-8"),
+            token_count=max(1, len(raw) // 4),
+            raw=raw,
+            start_byte=start_byte,
+        )
+
 
 @dataclass(slots=True)
 class _Heading:
@@ -138,22 +159,11 @@ def _make_chunk(
         return None
     raw = b[start:tend]
     try:
-        content = raw.decode("utf-8")
+        return MdChunk.of(
+            path, (start_line, start_line + raw.count(b"\n")), (kind, name), raw, start
+        )
     except UnicodeDecodeError:
         return None  # not a char boundary (cannot happen at real headings)
-    end_line = start_line + raw.count(b"\n")
-    return MdChunk(
-        chunk_id=chunk_id(path, start_line, end_line, raw),
-        file_path=path,
-        start_line=start_line,
-        end_line=end_line,
-        kind=kind,
-        name=name,
-        content=content,
-        token_count=max(1, (tend - start) // 4),
-        raw=raw,
-        start_byte=start,
-    )
 
 
 # ---------------------------------------------------------------- headings

@@ -44,7 +44,6 @@ from cce_knowledge.engine.markdown import (
     _get_parser,
     _heading_nodes,
     _too_deep,
-    chunk_id,
     heading_of,
 )
 
@@ -388,21 +387,8 @@ def _emit(path: str, lines: list[str], heads: list[PHeading], units: list[_Unit]
             continue
         end = s + content.count("\n")
         skip(u.start, s - 1, SKIP_BLANK)
-        kind, name = _label(heads, s)
-        raw = content.encode("utf-8")
         chunks.append(
-            MdChunk(
-                chunk_id=chunk_id(path, s, end, raw),
-                file_path=path,
-                start_line=s,
-                end_line=end,
-                kind=kind,
-                name=name,
-                content=content,
-                token_count=max(1, len(raw) // 4),
-                raw=raw,
-                start_byte=offsets[s - 1],
-            )
+            MdChunk.of(path, (s, end), _label(heads, s), content.encode("utf-8"), offsets[s - 1])
         )
         skip(end + 1, u.end, SKIP_BLANK)
     return PolicyResult(chunks, skipped)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import CceError, StoreError
+from cce_knowledge.core.fields import attrs_of, field_names
 from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.urls import display_url
 from cce_knowledge.engine.redaction.modes import redact_for_display
@@ -269,11 +270,7 @@ def knowledge_status(
     st = KnowledgeStatus(
         root=os.fspath(root),
         store_file=os.fspath(store_path(root, facts.snapshot)),
-        schema=facts.schema,
-        snapshot=facts.snapshot,
-        records=facts.records,
-        chunks=facts.chunks,
-        data_as_of=facts.data_as_of,
+        **attrs_of(facts, field_names(StoreFacts)),
         corpus=corpus,
         marker_corpus=marker.corpus_id if marker else None,
         marker_snapshot=marker.snapshot if marker else None,

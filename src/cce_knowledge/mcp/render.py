@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cce_knowledge.core.rustcompat import format6, rs_is_blank, rs_lines, rs_trim_end, score_key
 from cce_knowledge.engine.tokenizer import estimate_tokens
 from cce_knowledge.store.view import Section
+
+if TYPE_CHECKING:
+    from cce_knowledge.health.status import KnowledgeStatus
 
 #: Shown before the body when `current` names a store that cannot be loaded.
 KNOWLEDGE_LOAD_NOTICE = (
@@ -158,25 +162,16 @@ def not_indexed_status(index_path: str) -> str:
 KNOWLEDGE_ONLY_STATUS = "no code index here: this server serves the knowledge store below."
 
 
-def knowledge_status_block(
-    *,
-    corpus: str | None,
-    snapshot: str,
-    records: int,
-    chunks: int,
-    data_as_of: str | None,
-    remote_current: str | None,
-    behind_remote: bool,
-) -> str:
-    """The `  knowledge :` block of index_status (docs/spec/sync.md §7.1)."""
-    behind = "yes — run `cce knowledge pull`" if behind_remote else "no"
+def knowledge_status_block(st: KnowledgeStatus) -> str:
+    """The `  knowledge :` block of index_status (docs/spec/sync.md §7.1) for `st`."""
+    behind = "yes — run `cce knowledge pull`" if st.behind_remote else "no"
     return (
         "  knowledge :\n"
-        f"    corpus         : {corpus if corpus is not None else '(local ingest)'}\n"
-        f"    snapshot       : {snapshot}\n"
-        f"    records/chunks : {records} / {chunks}\n"
-        f"    data as-of     : {data_as_of if data_as_of is not None else '-'}\n"
-        f"    remote current : {remote_current if remote_current is not None else '-'}\n"
+        f"    corpus         : {st.corpus if st.corpus is not None else '(local ingest)'}\n"
+        f"    snapshot       : {st.snapshot}\n"
+        f"    records/chunks : {st.records} / {st.chunks}\n"
+        f"    data as-of     : {st.data_as_of if st.data_as_of is not None else '-'}\n"
+        f"    remote current : {st.remote_current if st.remote_current is not None else '-'}\n"
         f"    behind remote  : {behind}\n"
     )
 

@@ -77,82 +77,77 @@ INDEX_STATUS_DESC = (
 )
 
 
+def _tool(
+    name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """One tool's definition: its name, description and object input schema."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return {"name": name, "description": description, "inputSchema": schema}
+
+
 def tool_definitions() -> list[dict[str, Any]]:
     """Names and input schemas (the reference's shapes for these four tools, plus
     our additive `ranking`)."""
+    top_k = {"type": "integer", "default": DEFAULT_TOP_K}
     return [
-        {
-            "name": "context_search",
-            "description": CONTEXT_SEARCH_DESC,
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string"},
-                    "top_k": {"type": "integer", "default": DEFAULT_TOP_K},
-                    "max_tokens": {
-                        "type": "integer",
-                        "description": "cap the returned context (optional)",
-                    },
-                    "detail": {
-                        "type": "string",
-                        "enum": list(render.DETAIL_LEVELS),
-                        "description": "body detail (knowledge sections are always served whole)",
-                    },
-                    "source": {
-                        "type": "string",
-                        "enum": ["code", "knowledge", "both"],
-                        "description": (
-                            "which pools to search (optional; default `both` when a knowledge "
-                            "store exists, else `code`)"
-                        ),
-                    },
-                    "ranking": {
-                        "type": "string",
-                        "description": (
-                            "`default` (record-level BM25F), `reference` (the reference "
-                            "engine's ranking) or `hybrid` (default plus an embedding model "
-                            "when the words match weakly; needs knowledge.semantic). "
-                            "Optional; default: knowledge.ranking in .cce/config, else "
-                            "`default`"
-                        ),
-                    },
+        _tool(
+            "context_search",
+            CONTEXT_SEARCH_DESC,
+            {
+                "query": {"type": "string"},
+                "top_k": top_k,
+                "max_tokens": {
+                    "type": "integer",
+                    "description": "cap the returned context (optional)",
                 },
-                "required": ["query"],
-            },
-        },
-        {
-            "name": "index_status",
-            "description": INDEX_STATUS_DESC,
-            "inputSchema": {"type": "object", "properties": {}},
-        },
-        {
-            "name": "expand_chunk",
-            "description": EXPAND_CHUNK_DESC,
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "chunk_id": {"type": "string"},
-                    "scope": {
-                        "type": "string",
-                        "enum": ["body", "file", "neighbors"],
-                        "default": "body",
-                    },
+                "detail": {
+                    "type": "string",
+                    "enum": list(render.DETAIL_LEVELS),
+                    "description": "body detail (knowledge sections are always served whole)",
                 },
-                "required": ["chunk_id"],
-            },
-        },
-        {
-            "name": "related_context",
-            "description": RELATED_CONTEXT_DESC,
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "chunk_id": {"type": "string"},
-                    "top_k": {"type": "integer", "default": DEFAULT_TOP_K},
+                "source": {
+                    "type": "string",
+                    "enum": ["code", "knowledge", "both"],
+                    "description": (
+                        "which pools to search (optional; default `both` when a knowledge "
+                        "store exists, else `code`)"
+                    ),
                 },
-                "required": ["chunk_id"],
+                "ranking": {
+                    "type": "string",
+                    "description": (
+                        "`default` (record-level BM25F), `reference` (the reference "
+                        "engine's ranking) or `hybrid` (default plus an embedding model "
+                        "when the words match weakly; needs knowledge.semantic). "
+                        "Optional; default: knowledge.ranking in .cce/config, else "
+                        "`default`"
+                    ),
+                },
             },
-        },
+            ("query",),
+        ),
+        _tool("index_status", INDEX_STATUS_DESC, {}),
+        _tool(
+            "expand_chunk",
+            EXPAND_CHUNK_DESC,
+            {
+                "chunk_id": {"type": "string"},
+                "scope": {
+                    "type": "string",
+                    "enum": ["body", "file", "neighbors"],
+                    "default": "body",
+                },
+            },
+            ("chunk_id",),
+        ),
+        _tool(
+            "related_context",
+            RELATED_CONTEXT_DESC,
+            {"chunk_id": {"type": "string"}, "top_k": top_k},
+            ("chunk_id",),
+        ),
     ]
 
 
@@ -482,15 +477,7 @@ class KnowledgeTools:
         )
         if st is None:
             return ToolOutput(text)
-        block = render.knowledge_status_block(
-            corpus=st.corpus,
-            snapshot=st.snapshot,
-            records=st.records,
-            chunks=st.chunks,
-            data_as_of=st.data_as_of,
-            remote_current=st.remote_current,
-            behind_remote=st.behind_remote,
-        )
+        block = render.knowledge_status_block(st)
         if st.semantic is not None:
             # Ours, after the reference's block: provider, model, dimension, coverage.
             block += "  semantic :\n" + "".join(f"  {ln}\n" for ln in st.semantic.lines())

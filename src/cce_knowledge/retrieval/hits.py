@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cce_knowledge.core.fields import attrs_of, field_names
 from cce_knowledge.core.rustcompat import format6, score_key
 from cce_knowledge.engine.redaction.modes import redact_for_display
 
@@ -33,21 +34,7 @@ class Hit:
     @classmethod
     def from_chunk(cls, c: KnowledgeChunk, rank: int, score: float) -> Hit:
         """The hit that cites chunk `c` at `rank` with `score`."""
-        return cls(
-            rank=rank,
-            chunk_id=c.chunk_id,
-            record_id=c.record_id,
-            title=c.title,
-            kind=c.kind,
-            name=c.name,
-            state=c.state,
-            updated_at=c.updated_at,
-            url=c.url,
-            score=score,
-            content=c.content,
-            start_line=c.start_line,
-            end_line=c.end_line,
-        )
+        return cls(rank=rank, score=score, **attrs_of(c, _FROM_CHUNK))
 
     def citation(self) -> str:
         """`record_id:start-end` — where the answer is, for humans and agents."""
@@ -58,6 +45,9 @@ class Hit:
 
         return redact_for_display(self.record_id)
 
+
+#: A hit's fields that are its chunk's, by the same names (all but rank and score).
+_FROM_CHUNK = field_names(Hit, frozenset({"rank", "score"}))
 
 _CC_TRANS = {c: " " for c in [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}
 

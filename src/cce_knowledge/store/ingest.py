@@ -29,6 +29,7 @@ from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, ContractError
+from cce_knowledge.core.fields import attrs_of
 from cce_knowledge.core.jsonout import json_str
 from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
@@ -111,28 +112,13 @@ def _sections(
     return chunk_markdown(rec.id, doc, budget)
 
 
+#: A stored chunk's fields its section gives; the others are its record's facets.
+_SECTION_FIELDS = ("chunk_id", "kind", "name", "start_line", "end_line", "token_count", "content")
+
+
 def _store_chunk(c: MdChunk, facets: dict[str, Any], embedding: list[float]) -> KnowledgeChunk:
-    f = facets
-    return KnowledgeChunk(
-        chunk_id=c.chunk_id,
-        record_id=f["record_id"],
-        kind=c.kind,
-        name=c.name,
-        start_line=c.start_line,
-        end_line=c.end_line,
-        token_count=c.token_count,
-        content=c.content,
-        source=f["source"],
-        url=f["url"],
-        state=f["state"],
-        state_reason=f["state_reason"],
-        updated_at=f["updated_at"],
-        group=f["group"],
-        labels=list(f["labels"]),
-        title=f["title"],
-        links=list(f["links"]),
-        embedding=embedding,
-    )
+    # The record's chunks share its facet lists: nothing mutates a stored chunk.
+    return KnowledgeChunk(**attrs_of(c, _SECTION_FIELDS), **facets, embedding=embedding)
 
 
 def without_hidden(rec: KnowledgeRecord, redaction: Redaction) -> KnowledgeRecord:

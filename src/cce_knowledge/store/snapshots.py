@@ -60,6 +60,30 @@ class KnowledgeChunk:
     embedding: list[float] = field(default_factory=list)
 
 
+#: A chunk's fields but `embedding`, in store order, each with its JSON kind: `str`,
+#: `int`, `nullable` (a string or null) or `strings` (an array of strings). The readers
+#: of a store and of a `.cck` type a chunk by it, each with its own strictness.
+CHUNK_FIELD_KINDS: tuple[tuple[str, str], ...] = (
+    ("chunk_id", "str"),
+    ("record_id", "str"),
+    ("kind", "str"),
+    ("name", "str"),
+    ("start_line", "int"),
+    ("end_line", "int"),
+    ("token_count", "int"),
+    ("content", "str"),
+    ("source", "str"),
+    ("url", "nullable"),
+    ("state", "nullable"),
+    ("state_reason", "nullable"),
+    ("updated_at", "nullable"),
+    ("group", "nullable"),
+    ("labels", "strings"),
+    ("title", "str"),
+    ("links", "strings"),
+)
+
+
 @dataclass(slots=True)
 class KnowledgeStore:
     snapshot: str
@@ -287,6 +311,21 @@ def _str_array(d: dict[str, Any], key: str) -> list[str]:
     return v
 
 
+def _str_or_empty(d: dict[str, Any], key: str) -> str:
+    """A string that may be absent (then empty): a store's title."""
+    return d.get(key, "") if isinstance(d.get(key, ""), str) else _req(d, key, str)
+
+
+#: How a stored chunk's field of each kind is read (absent optional fields default).
+_LOADERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "str": lambda d, k: _req(d, k, str),
+    "int": lambda d, k: _req(d, k, int),
+    "nullable": _opt_str,
+    "strings": _str_array,
+    "title": _str_or_empty,
+}
+
+
 def _chunk_from_obj(o: Any) -> KnowledgeChunk:
     if not isinstance(o, dict):
         raise ValueError("chunk is not an object")
@@ -295,26 +334,8 @@ def _chunk_from_obj(o: Any) -> KnowledgeChunk:
         isinstance(x, (int, float)) and not isinstance(x, bool) for x in emb
     ):
         raise ValueError("invalid type for `embedding`")
-    return KnowledgeChunk(
-        chunk_id=_req(o, "chunk_id", str),
-        record_id=_req(o, "record_id", str),
-        kind=_req(o, "kind", str),
-        name=_req(o, "name", str),
-        start_line=_req(o, "start_line", int),
-        end_line=_req(o, "end_line", int),
-        token_count=_req(o, "token_count", int),
-        content=_req(o, "content", str),
-        source=_req(o, "source", str),
-        url=_opt_str(o, "url"),
-        state=_opt_str(o, "state"),
-        state_reason=_opt_str(o, "state_reason"),
-        updated_at=_opt_str(o, "updated_at"),
-        group=_opt_str(o, "group"),
-        labels=_str_array(o, "labels"),
-        title=o.get("title", "") if isinstance(o.get("title", ""), str) else _req(o, "title", str),
-        links=_str_array(o, "links"),
-        embedding=[float(x) for x in emb],
-    )
+    typed = {k: _LOADERS["title" if k == "title" else kind](o, k) for k, kind in CHUNK_FIELD_KINDS}
+    return KnowledgeChunk(**typed, embedding=[float(x) for x in emb])
 
 
 def loads(data: bytes | str) -> KnowledgeStore:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cce_knowledge.core.fields import field_names, keys_of
 from cce_knowledge.core.rustcompat import rs_trim
 from cce_knowledge.store.snapshots import knowledge_dir, loads, store_path
 
@@ -245,14 +246,7 @@ class StoreView:
 
     def section(self, i: int) -> Section:
         o = self.raw_chunk(i)
-        return Section(
-            record_id=o["record_id"],
-            start_line=o["start_line"],
-            end_line=o["end_line"],
-            kind=o["kind"],
-            chunk_id=o["chunk_id"],
-            content=o["content"],
-        )
+        return Section(**keys_of(o, field_names(Section)))
 
 
 _POINTERS: dict[Path, tuple[tuple[int, int, int], str]] = {}

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cce_knowledge.core.untrusted import shown
-from cce_knowledge.sync.sshsig import SigningError, describe, key_type, public_from_blob
+from cce_knowledge.sync.sshsig import (
+    SigningError,
+    describe,
+    key_type,
+    public_from_blob,
+    read_capped,
+)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 _KEY_TYPES = (
@@ -197,11 +203,7 @@ def parse(text: str, path: str) -> AllowedSigners:
 def load(path: str | os.PathLike[str]) -> AllowedSigners:
     """Read and parse an allowed_signers file; errors name the file (and the line)."""
     p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as e:
-        raise SigningError(f"cannot read allowed signers file {p}: {e.strerror or e}") from None
+    data = read_capped(p, MAX_FILE_BYTES, "allowed signers file", SigningError)
     if len(data) > MAX_FILE_BYTES:
         raise SigningError(f"{p}: larger than {MAX_FILE_BYTES} bytes: not an allowed_signers file")
     try:

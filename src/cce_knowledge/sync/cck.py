@@ -36,7 +36,12 @@ from typing import Any, Literal, TypeVar
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import canonical, json_str
 from cce_knowledge.core.rustcompat import is_u64, serde_f64
-from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore, chunk_json
+from cce_knowledge.store.snapshots import (
+    CHUNK_FIELD_KINDS,
+    KnowledgeChunk,
+    KnowledgeStore,
+    chunk_json,
+)
 
 PHASE_A_REFUSAL = (
     "refusing to export a knowledge store without persisted embeddings (a Phase-A "
@@ -180,51 +185,61 @@ def export_cck(store: KnowledgeStore, corpus_id: str) -> CckArtifact:
 # ---------------------------------------------------------------- import
 
 
-def _m_nullable(o: dict[str, Any], k: str) -> str | None:
+# Typed field readers; `owner` ("manifest" or "chunk") words the reference's error.
+
+
+def _nullable(o: dict[str, Any], k: str, owner: str) -> str | None:
     if k not in o or not (o[k] is None or isinstance(o[k], str)):
-        raise CckError(f"manifest missing nullable string field `{k}`")
+        raise CckError(f"{owner} missing nullable string field `{k}`")
     return o[k]
 
 
-def _m_str(o: dict[str, Any], k: str) -> str:
+def _str(o: dict[str, Any], k: str, owner: str) -> str:
     v: Any = o.get(k)
     if not isinstance(v, str):
-        raise CckError(f"manifest missing string field `{k}`")
+        raise CckError(f"{owner} missing string field `{k}`")
     return v
 
 
-def _m_int(o: dict[str, Any], k: str) -> int:
+def _int(o: dict[str, Any], k: str, owner: str) -> int:
     v: Any = o.get(k)
     if not is_u64(v):
-        raise CckError(f"manifest missing integer field `{k}`")
+        raise CckError(f"{owner} missing integer field `{k}`")
     return int(v)
 
 
-def _c_str(o: dict[str, Any], k: str) -> str:
-    v: Any = o.get(k)
-    if not isinstance(v, str):
-        raise CckError(f"chunk missing string field `{k}`")
-    return v
-
-
-def _c_int(o: dict[str, Any], k: str) -> int:
-    v: Any = o.get(k)
-    if not is_u64(v):
-        raise CckError(f"chunk missing integer field `{k}`")
-    return int(v)
-
-
-def _c_nullable(o: dict[str, Any], k: str) -> str | None:
-    if k not in o or not (o[k] is None or isinstance(o[k], str)):
-        raise CckError(f"chunk missing nullable string field `{k}`")
-    return o[k]
-
-
-def _c_array(o: dict[str, Any], k: str) -> list[str]:
+def _array(o: dict[str, Any], k: str, owner: str) -> list[str]:
     v: Any = o.get(k)
     if not isinstance(v, list):
-        raise CckError(f"chunk missing array field `{k}`")
+        raise CckError(f"{owner} missing array field `{k}`")
     return [s for s in v if isinstance(s, str)]
+
+
+_FieldReader = Callable[[dict[str, Any], str, str], Any]
+
+#: The manifest's fields in the order the reference checks them (the first bad one is named).
+_MANIFEST_FIELDS: tuple[tuple[str, _FieldReader], ...] = (
+    ("data_as_of", _nullable),
+    ("contract", _str),
+    ("corpus_id", _str),
+    ("snapshot", _str),
+    ("records", _int),
+    ("chunk_count", _int),
+    ("checksum", _str),
+)
+
+#: A chunk's fields (all but `embedding`), checked in store order as the reference does.
+_CHUNK_FIELDS: tuple[tuple[str, _FieldReader], ...] = tuple(
+    (k, {"str": _str, "int": _int, "nullable": _nullable, "strings": _array}[kind])
+    for k, kind in CHUNK_FIELD_KINDS
+)
+
+
+def _typed(
+    o: dict[str, Any], fields: tuple[tuple[str, _FieldReader], ...], owner: str
+) -> dict[str, Any]:
+    """`o`'s `fields`, each checked by its reader in order."""
+    return {k: read(o, k, owner) for k, read in fields}
 
 
 def _loads(piece: str, what: str) -> dict[str, Any]:
@@ -245,48 +260,14 @@ def _parse_chunk(piece: str, unpack: bool = True) -> tuple[KnowledgeChunk, str]:
         raise CckError("chunk missing string field `embedding`")
     raw = _embedding_bytes(emb_text)
     embedding = list(struct.unpack(f"<{len(raw) // 8}d", raw)) if unpack else []
-    c = KnowledgeChunk(
-        chunk_id=_c_str(o, "chunk_id"),
-        record_id=_c_str(o, "record_id"),
-        kind=_c_str(o, "kind"),
-        name=_c_str(o, "name"),
-        start_line=_c_int(o, "start_line"),
-        end_line=_c_int(o, "end_line"),
-        token_count=_c_int(o, "token_count"),
-        content=_c_str(o, "content"),
-        source=_c_str(o, "source"),
-        url=_c_nullable(o, "url"),
-        state=_c_nullable(o, "state"),
-        state_reason=_c_nullable(o, "state_reason"),
-        updated_at=_c_nullable(o, "updated_at"),
-        group=_c_nullable(o, "group"),
-        labels=_c_array(o, "labels"),
-        title=_c_str(o, "title"),
-        links=_c_array(o, "links"),
-        embedding=embedding,
-    )
+    c = KnowledgeChunk(**_typed(o, _CHUNK_FIELDS, "chunk"), embedding=embedding)
     # The embedding text was checked canonical above, so it re-encodes to itself.
     return c, canonical(_chunk_obj(c, emb_text))
 
 
 def _manifest(mo: dict[str, Any]) -> CckManifest:
     """The typed manifest, fields checked in the reference's order."""
-    data_as_of = _m_nullable(mo, "data_as_of")
-    contract = _m_str(mo, "contract")
-    corpus_id = _m_str(mo, "corpus_id")
-    snapshot = _m_str(mo, "snapshot")
-    records = _m_int(mo, "records")
-    chunk_count = _m_int(mo, "chunk_count")
-    checksum = _m_str(mo, "checksum")
-    return CckManifest(
-        checksum=checksum,
-        chunk_count=chunk_count,
-        contract=contract,
-        corpus_id=corpus_id,
-        data_as_of=data_as_of,
-        records=records,
-        snapshot=snapshot,
-    )
+    return CckManifest(**_typed(mo, _MANIFEST_FIELDS, "manifest"))
 
 
 def _split(data: bytes) -> tuple[CckManifest, list[str]]:

@@ -316,54 +316,72 @@ def _read_signed(read: Callable[[str, int], bytes | None], corpus_id: str, snap:
 Found = tuple[str, str, bytes | Path | None, str | None, _Signed]
 
 
-def _locate_in_place(
-    root: str | os.PathLike[str],
-    rem: Remote,
-    corpus_id: str,
-    snapshot: str | None,
-    force: bool,
-    installed: Callable[[str, str | None], bool],
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What a pull asks the remote for: `corpus_id` (at `snapshot`, else the remote's
+    `current`) for `root`, unless `installed` vouches for the artifact; `force` skips
+    the marker guard."""
+
+    root: str | os.PathLike[str]
+    corpus_id: str
+    snapshot: str | None
+    force: bool
+    installed: Callable[[str, str | None], bool]
+
+
+def _offer(
+    want: _Wanted,
+    snapshot: str,
+    read: tuple[
+        Callable[[str], str | None],
+        Callable[[str], bytes | Path | None],
+        Callable[[str, int], bytes | None],
+    ],
 ) -> Found | None:
+    """What the remote offers for `snapshot`, through `read` — its (artifact id, artifact
+    source, small blob) readers, the same for a remote read in place or a working clone;
+    None when the artifact cannot be read this way."""
+    entry_id, artifact_source, small = read
+    corpus_id = want.corpus_id
+    if not want.force:
+        check_marker_guard(want.root, corpus_id)
+    key = K.artifact_key(corpus_id, snapshot)
+    artifact = entry_id(key)
+    if artifact is not None and want.installed(snapshot, artifact):
+        return snapshot, key, None, artifact, _Signed()
+    source = artifact_source(key)
+    if source is None:
+        return None
+    return snapshot, key, source, artifact, _read_signed(small, corpus_id, snapshot)
+
+
+def _locate_in_place(rem: Remote, want: _Wanted) -> Found | None:
     """What a remote on this machine offers, read straight from it, or None to take the
     working-clone path (which then decides every error)."""
     direct = open_local(rem.url)
     if direct is None:
         return None
+    snapshot = want.snapshot
     if snapshot is None:
-        blob = direct.blob(K.pointer_key(corpus_id))
+        blob = direct.blob(K.pointer_key(want.corpus_id))
         snapshot = rs_trim(blob.decode("utf-8", "replace")) if blob is not None else ""
         if not snapshot:
             return None
-        K.check_remote_pointer(corpus_id, snapshot)
-    if not force:
-        check_marker_guard(root, corpus_id)
-    key = K.artifact_key(corpus_id, snapshot)
-    artifact = direct.entry_id(key)
-    if artifact is not None and installed(snapshot, artifact):
-        return snapshot, key, None, artifact, _Signed()
-    source = direct.artifact_in_place(key)
-    if source is None:
-        return None
-    return snapshot, key, source, artifact, _read_signed(direct.small_blob, corpus_id, snapshot)
+        K.check_remote_pointer(want.corpus_id, snapshot)
+    return _offer(want, snapshot, (direct.entry_id, direct.artifact_in_place, direct.small_blob))
 
 
-def _fetch(
-    root: str | os.PathLike[str],
-    rem: Remote,
-    corpus_id: str,
-    snapshot: str | None,
-    force: bool,
-    installed: Callable[[str, str | None], bool],
-) -> Found:
+def _fetch(rem: Remote, want: _Wanted) -> Found:
     """The artifact: read in place from a remote on this machine, else fetched into the
-    working clone; not fetched at all when `installed` vouches for it."""
-    found = _locate_in_place(root, rem, corpus_id, snapshot, force, installed)
+    working clone; not fetched at all when `want.installed` vouches for it."""
+    found = _locate_in_place(rem, want)
     if found is not None:
         return found
 
     # GitPython is imported only here: the in-place read above does without it.
     from cce_knowledge.sync.clone import open_cache
 
+    corpus_id, snapshot = want.corpus_id, want.snapshot
     with open_cache(rem) as cache:
         if snapshot is None:
             ptr = K.pointer_key(corpus_id)
@@ -376,15 +394,9 @@ def _fetch(
                 raise SyncError(no_pointer(corpus_id)) from e
             if snapshot:
                 K.check_remote_pointer(corpus_id, snapshot)
-        if not force:
-            check_marker_guard(root, corpus_id)
-        key = K.artifact_key(corpus_id, snapshot)
-        artifact = cache.blob_id(key)
-        if artifact is not None and installed(snapshot, artifact):
-            return snapshot, key, None, artifact, _Signed()
-        source = cache.artifact_source(key)
-        signed = _read_signed(cache.read_small, corpus_id, snapshot)
-    return snapshot, key, source, artifact, signed
+        found = _offer(want, snapshot, (cache.blob_id, cache.artifact_source, cache.read_small))
+    assert found is not None  # the working clone's artifact_source raises, never None
+    return found
 
 
 def _cache_corpora(rem: Remote) -> list[str]:
@@ -511,7 +523,7 @@ def pull_corpus(
 
     with progress.phase("pull: fetch"):
         snapshot, key, fetched, artifact, signed = _fetch(
-            root, rem, corpus_id, snapshot, force, up_to_date
+            rem, _Wanted(root, corpus_id, snapshot, force, up_to_date)
         )
     if fetched is None:
         return _up_to_date(root, corpus_id, snapshot, rem, artifact, if_current)

@@ -180,14 +180,21 @@ def load_private_key(data: bytes, where: str) -> PrivateKey:
     return key
 
 
+def read_capped(path: Path, limit: int, what: str, error: type[SigningError]) -> bytes:
+    """At most `limit` + 1 bytes of `path` (one more than `limit` says the file is too
+    large, without reading the rest); unreadable: `error`, `cannot read {what} {path}: …`."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit + 1)
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e.strerror or e}") from None
+
+
 def load_private_key_file(path: str | os.PathLike[str]) -> PrivateKey:
     p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            data = f.read(MAX_KEY_BYTES + 1)
-    except OSError as e:
-        raise SigningKeyError(f"cannot read the signing key {p}: {e.strerror or e}") from None
-    return load_private_key(data, str(p))
+    return load_private_key(
+        read_capped(p, MAX_KEY_BYTES, "the signing key", SigningKeyError), str(p)
+    )
 
 
 # ------------------------------------------------------------------ signing
