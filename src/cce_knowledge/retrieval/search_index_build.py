@@ -288,24 +288,29 @@ def _csr(
         sections[name + "_tf"] = tfs[o].astype(dt).tobytes()
 
 
+def _column(code: str) -> Any:
+    """A dataclass field holding a fresh, empty `array(code)`."""
+    return dataclasses.field(default_factory=lambda: array(code))
+
+
 @dataclasses.dataclass(slots=True)
 class _RecordRows:
     """What the gathering pass keeps per record (records in group order)."""
 
     # One row per (record, term) of title ∪ body: the term's first-seen id and its tf in
     # title, body and lead; `n` counts each record's rows.
-    tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    tf_title: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    tf_body: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    tf_lead: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    n: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    tid: array[int] = _column("i")
+    tf_title: array[int] = _column("i")
+    tf_body: array[int] = _column("i")
+    tf_lead: array[int] = _column("i")
+    n: array[int] = _column("q")
     # Each record's distinct title terms.
-    title_tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    title_n: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    title_tid: array[int] = _column("i")
+    title_n: array[int] = _column("q")
     # Field lengths in analysed terms.
-    title_len: array[int] = dataclasses.field(default_factory=lambda: array("q"))
-    body_len: array[int] = dataclasses.field(default_factory=lambda: array("q"))
-    lead_len: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    title_len: array[int] = _column("q")
+    body_len: array[int] = _column("q")
+    lead_len: array[int] = _column("q")
     # Record r's sections are documents chunk_ptr[r] .. chunk_ptr[r + 1].
     chunk_ptr: array[int] = dataclasses.field(default_factory=lambda: array("q", [0]))
 
@@ -316,14 +321,14 @@ class _SectionRows:
 
     # Term rows (first-seen id, tf); `n` counts each section's rows (0 for the only
     # section of a record).
-    tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    tf: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    n: array[int] = dataclasses.field(default_factory=lambda: array("q"))
-    length: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    tid: array[int] = _column("i")
+    tf: array[int] = _column("i")
+    n: array[int] = _column("q")
+    length: array[int] = _column("q")
     # Inline documents (`docs`, `doc_off`) or the chunks' byte spans in the store.
     docs: bytearray = dataclasses.field(default_factory=bytearray)
     doc_off: array[int] = dataclasses.field(default_factory=lambda: array("q", [0]))
-    spans: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    spans: array[int] = _column("q")
 
 
 def _gather(
@@ -672,19 +677,19 @@ class _ReferenceRows:
     # Byte tokens by first-seen id.
     ids: _Ids = dataclasses.field(default_factory=_Ids)
     # Content term rows (term, chunk, tf) and the chunk's token count.
-    tf_tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    tf_doc: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    tf_f: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    dls: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    tf_tid: array[int] = _column("i")
+    tf_doc: array[int] = _column("i")
+    tf_f: array[int] = _column("i")
+    dls: array[int] = _column("i")
     total: int = 0
     # Title and label tokens the content lacks (term, chunk).
-    sh_tid: array[int] = dataclasses.field(default_factory=lambda: array("i"))
-    sh_doc: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    sh_tid: array[int] = _column("i")
+    sh_doc: array[int] = _column("i")
     # Record ids ASCII-lowercased, newline-separated, and where each chunk's starts.
     rid_blob: bytearray = dataclasses.field(default_factory=lambda: bytearray(b"\n"))
-    rid_off: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    rid_off: array[int] = _column("q")
     # Each chunk's record as a number (first-seen order).
-    rec_code: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    rec_code: array[int] = _column("i")
     codes: dict[str, int] = dataclasses.field(default_factory=dict)
     pen: bytearray = dataclasses.field(default_factory=bytearray)
     pr: bytearray = dataclasses.field(default_factory=bytearray)
