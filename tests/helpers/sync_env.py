@@ -82,3 +82,13 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         rc = int(e.code or 0)
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def push_cli(
+    env: SyncEnv, capsys: pytest.CaptureFixture[str], root: Path, *extra: str, corpus: str = "kn"
+) -> tuple[int, str, str]:
+    """`cce knowledge push` of `root`'s store to the env's cache, as the CLI runs it."""
+    return cli(
+        capsys, "knowledge", "push", "--corpus", corpus, "--remote", env.url, "--dir", str(root),
+        *extra,
+    )  # fmt: skip

@@ -15,7 +15,7 @@ from cce_knowledge.store.snapshots import save
 from cce_knowledge.sync.listing import read_remote_current
 from tests.helpers.paths import TESTS
 from tests.helpers.sync import CURATED, bare_file, bare_ls, feed, index, refs, store_files
-from tests.helpers.sync_env import SyncEnv, cli
+from tests.helpers.sync_env import SyncEnv, cli, push_cli
 
 pytestmark = pytest.mark.slow
 
@@ -236,18 +236,7 @@ def test_empty_cache_listing(sync_env: SyncEnv, capsys: pytest.CaptureFixture[st
 def _push(
     env: SyncEnv, capsys: pytest.CaptureFixture[str], root: Path, *extra: str
 ) -> tuple[int, str, str]:
-    return cli(
-        capsys,
-        "knowledge",
-        "push",
-        "--corpus",
-        "kn",
-        "--remote",
-        env.url,
-        "--dir",
-        str(root),
-        *extra,
-    )
+    return push_cli(env, capsys, root, *extra)
 
 
 def test_shrink_guard_refuses_and_leaves_remote_untouched(

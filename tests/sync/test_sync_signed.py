@@ -24,7 +24,7 @@ from cce_knowledge.sync.statement import Statement
 from cce_knowledge.sync.statement import parse as parse_statement
 from tests.helpers.sshkeys import SSH_KEYGEN, allowed_line, make_key, needs_ssh_keygen
 from tests.helpers.sync import bare_file, bare_ls, clean_env, feed, index, refs
-from tests.helpers.sync_env import SyncEnv, cli
+from tests.helpers.sync_env import SyncEnv, cli, push_cli
 
 pytestmark = pytest.mark.slow
 
@@ -44,18 +44,7 @@ def _cce(
 
 
 def _push(env: SyncEnv, capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> str:
-    rc, out, err = cli(
-        capsys,
-        "knowledge",
-        "push",
-        "--corpus",
-        "kn",
-        "--remote",
-        env.url,
-        "--dir",
-        str(root),
-        *extra,
-    )
+    rc, out, err = push_cli(env, capsys, root, *extra)
     assert rc == 0, err
     return out
 
