@@ -397,6 +397,22 @@ def test_warm_up_builds_the_search_index_before_the_first_query(root: Path) -> N
     assert not out.is_error
 
 
+def test_warm_up_prepares_the_reference_ranking_when_it_is_configured(root: Path) -> None:
+    from cce_knowledge.mcp.tools import KnowledgeTools
+
+    search_dir = root / ".cce" / "knowledge" / "search"
+    assert not list(search_dir.glob("*.ref.idx"))  # index leaves it to its first use
+    KnowledgeTools(root).warm().join(timeout=120)
+    assert not list(search_dir.glob("*.ref.idx"))  # default ranking: nothing more
+    with (root / ".cce" / "config").open("a") as f:
+        f.write("knowledge:\n  ranking: reference\n")
+    tools = KnowledgeTools(root)
+    tools.warm().join(timeout=120)
+    assert len(list(search_dir.glob("*.ref.idx"))) == 1
+    out = tools.call("context_search", {"query": "retry backoff"})
+    assert not out.is_error
+
+
 def test_warm_up_without_a_store_is_quiet(tmp_path: Path) -> None:
     from cce_knowledge.mcp.tools import KnowledgeTools
 

@@ -226,14 +226,15 @@ class KnowledgeTools:
 
     def warm(self) -> threading.Thread:
         """Load (or build) the search index on a background thread, so an agent's first
-        query does not wait for it (a 100k-record index takes minutes to build).
+        query does not wait for it (a 100k-record index takes minutes to build), with the
+        reference ranking's sections when that is the configured ranking.
         Failures are left for the first real query to report."""
 
         def run() -> None:
             t0 = time.perf_counter()
             try:
                 with self._search_lock:
-                    ready = self.searcher().index() is not None
+                    ready = self.searcher().warm()
             except Exception as e:  # reported by the first search that hits it
                 log.debug("search index warm-up failed: %s", e)
                 return

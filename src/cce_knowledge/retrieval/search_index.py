@@ -711,13 +711,17 @@ class SearchIndex(IndexFile):
     # -------------------------------------------------- reference ranking
 
     def search_reference(self, query: str, top_k: int, min_score: float) -> list[Hit]:
+        hits: list[Hit] = self.reference().search(query, top_k, min_score)
+        return hits
+
+    def reference(self) -> Any:
+        """The reference ranking over this index, opened (or its sections built) once."""
         if self._ref is None:
             # Lazy: ~5-30 ms of import that a default-ranking search never needs.
             from cce_knowledge.retrieval.reference_indexed import ReferenceIndex
 
             self._ref = ReferenceIndex.open(self, self._store_loader)
-        hits: list[Hit] = self._ref.search(query, top_k, min_score)
-        return hits
+        return self._ref
 
     def reference_sections(self) -> IndexFile | None:
         """The reference ranking's sections for an index that reads its documents from

@@ -113,6 +113,17 @@ class Searcher:
             self._index = open_or_build(self.root, sig[0], lambda: self._require_store())
         return self._index
 
+    def warm(self) -> bool:
+        """Open (or build) the search index, and the reference ranking's sections when it
+        is the configured ranking (they are built on first use): what a first query
+        would otherwise wait for. False when there is no store."""
+        idx = self.index()
+        if idx is None:
+            return False
+        if resolve_ranking(self.settings(), None) == "reference":
+            idx.reference()
+        return True
+
     def _require_store(self) -> KnowledgeStore:
         st = self.store
         if st is None:
