@@ -17,8 +17,10 @@ import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.helpers.loopback import serving
 
 DIM = 64
 
@@ -168,13 +170,9 @@ def _handler(state: EmbedServer) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def embed_server(**kw: Any) -> Iterator[EmbedServer]:
     state = EmbedServer(**kw)
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.port = srv.server_address[1]
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield state
-    finally:
-        state.stopping.set()
-        srv.shutdown()
-        srv.server_close()
+    with serving(_handler(state)) as srv:
+        state.port = srv.server_address[1]
+        try:
+            yield state
+        finally:
+            state.stopping.set()  # before the server stops: handlers still streaming end

@@ -14,12 +14,13 @@ import base64
 import http.server
 import os
 import subprocess
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.helpers.loopback import serving
 
 
 @dataclass
@@ -153,12 +154,6 @@ def git_http_server(
 ) -> Iterator[GitHttpServer]:
     """Serve the bare repositories under `project_root` at `http://127.0.0.1:<port>/<name>`."""
     state = GitHttpServer(project_root, redirect_to=redirect_to, fail_status=fail_status)
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.port = srv.server_address[1]
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
+    with serving(_handler(state)) as srv:
+        state.port = srv.server_address[1]
         yield state
-    finally:
-        srv.shutdown()
-        srv.server_close()

