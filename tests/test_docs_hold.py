@@ -6,12 +6,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.helpers.cce_proc import CCE
 from tests.helpers.paths import REPO
-
-CCE = [sys.executable, "-m", "cce_knowledge"]
 
 
 def test_the_quickstart_says_git_lfs_is_required_and_stops_without_it(tmp_path: Path) -> None:

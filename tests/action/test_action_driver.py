@@ -20,6 +20,7 @@ from cce_knowledge.action import driver as ac
 from cce_knowledge.action.push_report import PushReport, ReportError
 from cce_knowledge.action.summary import render_summary
 from cce_knowledge.sync.push import PushResult
+from tests.helpers.cce_proc import run_cce
 from tests.helpers.paths import TESTS
 
 
@@ -213,15 +214,7 @@ def _run_driver(
     env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
     for k, v in inputs.items():
         env[ac.env_name(k.replace("_", "-"))] = v
-    return subprocess.run(
-        [sys.executable, "-m", "cce_knowledge", "action", "run"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    return run_cce("action", "run", cwd=tmp_path, env=env)
 
 
 def test_driver_rejects_bad_boolean_and_retention_with_outputs_and_summary(tmp_path: Path) -> None:
@@ -592,15 +585,7 @@ def test_index_step_passes_the_chunk_policy_input(tmp_path: Path) -> None:
     }
 
     def index_step() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "cce_knowledge", "action", "index"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        return run_cce("action", "index", cwd=tmp_path, env=env)
 
     bad = json.loads((tmp_path / "policy.json").read_text())
     bad["rules"][0]["policy"]["primary_level"] = 3

@@ -21,10 +21,10 @@ import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcp import ClientSession
+from tests.helpers.cce_proc import CCE, run_cce
 from tests.helpers.paths import REPO, TESTS
 from tests.helpers.pty_run import run_in_pty
 
-CCE = [sys.executable, "-m", "cce_knowledge"]
 FEEDS = TESTS / "fixtures" / "feeds"
 
 
@@ -40,9 +40,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def cce(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CCE, *args], cwd=cwd, env=_env(), capture_output=True, text=True, check=False, timeout=120
-    )
+    return run_cce(*args, cwd=cwd, env=_env())
 
 
 def _record(i: int) -> str:

@@ -4,8 +4,6 @@ refused as a config error naming the file, exit 2, at once."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from cce_knowledge.config.reader import (
 )
 from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.errors import ConfigRefused
+from tests.helpers.cce_proc import run_cce
 from tests.helpers.paths import TESTS
 
 SRC = str(Path(cce_knowledge.__file__).resolve().parents[1])
@@ -57,22 +56,10 @@ def test_a_hostile_config_is_refused_at_once(tmp_path: Path, name: str) -> None:
     (root / ".cce" / "config").write_text(HOSTILE[name])
     feed = TESTS / "vectors" / "knowledge" / "curated.jsonl"
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cce_knowledge",
-            "knowledge",
-            "index",
-            str(feed),
-            "--dir",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": SRC},
-    )
+    proc = run_cce(
+        "knowledge", "index", str(feed), "--dir", str(root),
+        timeout=60, env={**os.environ, "PYTHONPATH": SRC},
+    )  # fmt: skip
     wall = time.perf_counter() - t0
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cce_proc import run_cce
 from tests.helpers.sync import feed, make_bare, refs
 
 TYPO_RANKING = "knowledge:\n  rankng: hybrid\n"
@@ -37,15 +37,7 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def cce(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cce_knowledge", *args],
-        cwd=root,
-        env=_env(root, **env),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    return run_cce(*args, cwd=root, env=_env(root, **env))
 
 
 def project(tmp: Path, config: str, *, indexed: bool = True) -> Path:
@@ -129,15 +121,7 @@ def _driver(root: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
     env["GITHUB_STEP_SUMMARY"] = str(root / "summary.md")
     for k, v in inputs.items():
         env["CCE_IN_" + k.upper()] = v
-    return subprocess.run(
-        [sys.executable, "-m", "cce_knowledge", "action", "run"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    return run_cce("action", "run", cwd=root, env=env)
 
 
 def test_the_action_says_what_the_cli_says(tmp_path: Path) -> None:

@@ -7,13 +7,13 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cce_knowledge.core import progress
 from cce_knowledge.core.progress import Mode, ProgressSettings, Task, resolve
+from tests.helpers.cce_proc import CCE
 from tests.helpers.paths import REPO, TESTS
 from tests.helpers.pty_run import run_in_pty
 
@@ -139,9 +139,6 @@ def _env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO / "src")
     env.update(extra)
     return env
-
-
-CCE = [sys.executable, "-m", "cce_knowledge"]
 
 
 @pytest.mark.slow

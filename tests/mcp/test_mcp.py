@@ -24,6 +24,7 @@ from cce_knowledge.mcp import render
 from cce_knowledge.retrieval import provenance_line, search_knowledge
 from cce_knowledge.store import snapshots as S
 from cce_knowledge.sync.marker import SyncMarker, write_marker
+from tests.helpers.cce_proc import run_cce
 
 pytestmark = pytest.mark.slow
 
@@ -65,9 +66,7 @@ def write_feed(path: Path, records: list[dict[str, Any]]) -> Path:
 
 
 def cce(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cce_knowledge", *args], capture_output=True, text=True, check=True
-    )
+    return run_cce(*args, check=True)
 
 
 @pytest.fixture()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from cce_knowledge.mcp.tools import PROVENANCE_META
+from tests.helpers.cce_proc import run_cce
 
 pytestmark = pytest.mark.slow
 
@@ -38,20 +38,7 @@ def test_instructions_descriptions_and_provenance(tmp_path: Path) -> None:
     root.mkdir()
     feed = tmp_path / "f.jsonl"
     feed.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cce_knowledge",
-            "knowledge",
-            "index",
-            str(feed),
-            "--dir",
-            str(root),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    run_cce("knowledge", "index", str(feed), "--dir", str(root), check=True)
     seen: dict[str, Any] = {}
 
     async def main() -> None:

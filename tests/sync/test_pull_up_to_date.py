@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cce_proc import run_cce
 from tests.helpers.paths import REPO, TEST_IDENTITY
 from tests.helpers.sync import CURATED, bare_ls, feed, index
 from tests.helpers.sync_env import SyncEnv, cli
@@ -25,14 +25,7 @@ def cce(*argv: str, cwd: Path | None = None, **env: str) -> subprocess.Completed
     full = {k: v for k, v in os.environ.items() if k not in ("CCE_SYNC_TOKEN", "GITHUB_TOKEN")}
     full["PYTHONPATH"] = str(REPO / "src")
     full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "cce_knowledge", *argv],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_cce(*argv, cwd=cwd, env=full, timeout=300)
 
 
 def tree(root: Path) -> dict[str, tuple[bytes, int]]:
