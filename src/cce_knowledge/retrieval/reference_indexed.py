@@ -128,7 +128,7 @@ class ReferenceIndex:
         if fi.n_chunks == 0:
             return _Empty()
         # Index builds leave these sections out; they are built beside it on first use.
-        src = fi.reference_sections()
+        src = fi.reference_file()
         if src is not None and src.has("ref_meta"):
             return cls(fi, src)
         if loader is None:

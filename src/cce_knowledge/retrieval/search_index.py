@@ -723,10 +723,11 @@ class SearchIndex(IndexFile):
             self._ref = ReferenceIndex.open(self, self._store_loader)
         return self._ref
 
-    def reference_sections(self) -> IndexFile | None:
+    def reference_file(self) -> IndexFile | None:
         """The reference ranking's sections for an index that reads its documents from
-        the store: opened from beside the index, or built there now, or in memory when that directory cannot be written. None when there
-        are none to have (documents inline, or the store changed)."""
+        the store: opened from beside the index, or built there now (held in memory
+        when that directory cannot be written). None when there are none to have
+        (documents inline, or the store changed since the index was built)."""
         if self.header.get("docs") != "store":
             return None
         path = reference_path(self.path)
@@ -734,23 +735,26 @@ class SearchIndex(IndexFile):
         if got is not None:
             return got
         size = self.header["store_size"]
+        parts: list[bytes] | None = None
         try:
             with dir_lock(path.parent, what="search index", wait=True):
-                got = self._open_reference(path)
+                got = self._open_reference(path)  # another process may have built it
                 if got is None:  # progress shows on stderr when the build is long
-                    atomic_write_parts(path, reference_parts(self.store_file, store_size=size))
+                    parts = reference_parts(self.store_file, store_size=size)
+                    atomic_write_parts(path, parts)
                     got = self._open_reference(path)
         except (OSError, StoreError):
-            got = None
+            got = None  # a read-only checkout still searches: from memory, below
         except ValueError:
             return None  # the store changed: nothing built from it would match
-        if got is None:  # a read-only checkout still searches
-            try:
-                data = b"".join(reference_parts(self.store_file, store_size=size))
-                got = IndexFile(path, data)
-            except (OSError, ValueError, StoreError):
-                return None
-        return got
+        if got is not None:
+            return got
+        try:
+            if parts is None:  # built once: the parts of a failed write are reused
+                parts = reference_parts(self.store_file, store_size=size)
+            return IndexFile(path, b"".join(parts))
+        except (OSError, ValueError, StoreError):
+            return None
 
     def _open_reference(self, path: Path) -> IndexFile | None:
         """The reference file at `path` when it belongs to this index (same snapshot,

@@ -88,9 +88,10 @@ EAGER_MIN_CHUNKS = 2_000
 
 
 def _parallel_ok(n_chunks: int, workers: int | None, *, eager: bool = False) -> bool:
-    """Build the reference sections in a forked child? Only on a big store, in a
-    single-threaded process (fork with live threads is unsafe), with a second core —
-    idle unless `eager` (index and pull, whose store step already used every core)."""
+    """Use a forked child (for the reference pass, or else half of the default one)?
+    Only on a big store, in a single-threaded process (fork with live threads is
+    unsafe), with a second core — idle unless `eager` (index and pull, whose store
+    step already used every core)."""
     if workers is not None:
         return workers > 1 and hasattr(os, "fork")
     least = EAGER_MIN_CHUNKS if eager else PARALLEL_MIN_CHUNKS
