@@ -1,12 +1,16 @@
-"""Hatch build hook: compile the optional native `.cck` accelerator.
+"""Hatch build hook: compile the optional native accelerators.
 
-`src/cce_knowledge/sync/_cckfast.c` speeds up `cce knowledge pull` (see cck.py). It is
-optional: without a C compiler or Python headers the build only warns, and the pure
-Python fast path (same bytes, tested against each other) is used instead.
+* `src/cce_knowledge/sync/_cckfast.c` speeds up `cce knowledge pull` and push's scans
+  (see sync/accelerator.py);
+* `src/cce_knowledge/retrieval/_analyzefast.c` speeds up the search-index build that
+  `index` and `pull` run (see retrieval/search_index_build.py).
 
-The module is compiled next to its source, so an editable install picks it up; a
+Both are optional: without a C compiler or Python headers the build only warns, and
+the pure Python paths (same bytes, tested against each other) are used instead.
+
+Each module is compiled next to its source, so an editable install picks it up; a
 wheel force-includes it and gets a platform tag. `CCE_NO_NATIVE=1` skips the build.
-Re-run `pip install -e .` (or `python hatch_build.py`) after editing the C file.
+Re-run `pip install -e .` (or `python hatch_build.py`) after editing a C file.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 SOURCE = Path("src/cce_knowledge/sync/_cckfast.c")
+ANALYZE_SOURCE = Path("src/cce_knowledge/retrieval/_analyzefast.c")
+SOURCES = (SOURCE, ANALYZE_SOURCE)
 #: A debugging build for tools/fuzz_cckfast.py (run it with libasan preloaded).
 SANITIZE_FLAGS = (
     "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
@@ -29,13 +35,16 @@ SANITIZE_FLAGS = (
 
 
 def build_native(
-    root: Path, out: Path | None = None, flags: tuple[str, ...] = ("-O2",)
+    root: Path,
+    out: Path | None = None,
+    flags: tuple[str, ...] = ("-O2",),
+    source: Path = SOURCE,
 ) -> Path | None:
-    """Compile the extension (in place unless `out` is given); return its path, or
-    None with a warning."""
-    src = root / SOURCE
+    """Compile the extension at `source` (in place unless `out` is given); return its
+    path, or None with a warning."""
+    src = root / source
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    out = out or src.with_name("_cckfast" + suffix)
+    out = out or src.with_name(src.stem + suffix)
     if sys.platform == "win32":
         print(
             "cce-knowledge: native accelerator not built on Windows (pure Python)", file=sys.stderr
@@ -47,7 +56,7 @@ def build_native(
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
     cmd = [
         *cc,
-        f'-DCCKFAST_SOURCE_SHA256="{digest}"',
+        f'-DNATIVE_SOURCE_SHA256="{digest}"',
         *flags,
         "-shared",
         "-fPIC",
@@ -93,20 +102,27 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type]
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or os.environ.get("CCE_NO_NATIVE"):
             return
-        out = build_native(Path(self.root))
-        if out is None or version == "editable":
-            return
-        build_data["force_include"][str(out)] = f"cce_knowledge/sync/{out.name}"
-        build_data["pure_python"] = False
-        build_data["infer_tag"] = True
+        for source in SOURCES:
+            out = build_native(Path(self.root), source=source)
+            if out is None or version == "editable":
+                continue
+            package = source.parent.relative_to("src").as_posix()
+            build_data["force_include"][str(out)] = f"{package}/{out.name}"
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True
 
 
 if __name__ == "__main__":
-    # `python hatch_build.py` rebuilds in place; `--sanitize OUT` writes an ASan/UBSan build.
+    # `python hatch_build.py` rebuilds in place; `--sanitize OUT` writes an ASan/UBSan build of
+    # _cckfast, `--sanitize-analyzer OUT` one of _analyzefast.
     here = Path(__file__).resolve().parent
     if len(sys.argv) == 3 and sys.argv[1] == "--sanitize":
-        built = build_native(here, Path(sys.argv[2]).resolve(), SANITIZE_FLAGS)
+        built = [build_native(here, Path(sys.argv[2]).resolve(), SANITIZE_FLAGS)]
+    elif len(sys.argv) == 3 and sys.argv[1] == "--sanitize-analyzer":
+        out = Path(sys.argv[2]).resolve()
+        built = [build_native(here, out, SANITIZE_FLAGS, source=ANALYZE_SOURCE)]
     else:
-        built = build_native(here)
-    print(built or "not built")
-    sys.exit(0 if built else 1)
+        built = [build_native(here, source=source) for source in SOURCES]
+    for b in built:
+        print(b or "not built")
+    sys.exit(0 if all(built) else 1)

@@ -14,15 +14,13 @@ Any sanitizer report aborts with a stack trace; a clean run prints the input cou
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import random
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
+from fuzz_common import arguments, load  # this folder (a script's own is on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the repository root: tests.sync
@@ -31,15 +29,6 @@ from tests.helpers.cck import many, raw_cck  # noqa: E402
 
 from cce_knowledge.store.snapshots import dumps  # noqa: E402
 from cce_knowledge.sync import cck  # noqa: E402
-
-
-def load(path: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_cckfast", path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"cannot load {path}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def exact(data: bytes) -> np.ndarray:
@@ -68,14 +57,8 @@ def damage(rng: random.Random, src: bytes, start: int) -> bytes:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("module", help="path of a (sanitizer) build of _cckfast")
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    mod = load(args.module)
+    args = arguments(__doc__, "_cckfast")
+    mod = load(args.module, "_cckfast")
     rng = random.Random(args.seed)
     artifact = raw_cck(many(12))
     store = dumps(many(12))

@@ -245,6 +245,7 @@ def test_docs_page_shows_the_real_help(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_native_accelerator_advisory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from cce_knowledge.retrieval import analyze_native
     from cce_knowledge.sync import accelerator
 
     make_store(tmp_path)
@@ -259,6 +260,12 @@ def test_native_accelerator_advisory(
     monkeypatch.delenv("CCE_NATIVE")
     _, out, _ = run(tmp_path, capsys)
     assert "the native .cck accelerator is not built — install a C compiler" in out
+    # The search-index analyser is the other C module: said apart, the same way.
+    if analyze_native.native_module() is not None:
+        assert "search-index analyser" not in out  # silent when active
+    monkeypatch.setattr(analyze_native, "_module", None)
+    _, out, _ = run(tmp_path, capsys)
+    assert "  advisory  the native search-index analyser is not built — install" in out
 
 
 def test_bad_config_is_said_once_and_not_as_a_semantic_problem(

@@ -19,6 +19,7 @@ from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.core.errors import StoreError
 from cce_knowledge.core.hidden_text import Removed, scan
+from cce_knowledge.core.native import disabled
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, redact_for_display, redactor_for
 from cce_knowledge.health.status import (
@@ -27,6 +28,7 @@ from cce_knowledge.health.status import (
     signature_info,
 )
 from cce_knowledge.retrieval import search_index_status
+from cce_knowledge.retrieval.analyze_native import native_module
 from cce_knowledge.semantic.status import semantic_status
 from cce_knowledge.store.snapshots import (
     KnowledgeStore,
@@ -265,22 +267,27 @@ def _semantic_check(root: Path, store: KnowledgeStore, r: Report, settings: Sett
 
 
 def _native_check(r: Report) -> None:
-    """Ours (additive): say so when pulls and pushes run without the C accelerator.
+    """Ours (additive): say so when pulls, pushes or search-index builds run without
+    their C accelerator.
 
-    Silent when it is active, so a healthy install prints what the reference prints."""
-    if native() is not None:
-        return
-    if os.environ.get("CCE_NATIVE", "1") == "0":
+    Silent when both are active, so a healthy install prints what the reference prints."""
+    if disabled():
         why = "is disabled (CCE_NATIVE=0)"
     else:
         why = (
             "is not built — install a C compiler and the Python headers, then reinstall "
             "(`pip install -e .` in a checkout)"
         )
-    r.advisory(
-        f"the native .cck accelerator {why}; pulls and pushes give the same bytes but "
-        "take several times longer on large corpora"
-    )
+    if native() is None:
+        r.advisory(
+            f"the native .cck accelerator {why}; pulls and pushes give the same bytes but "
+            "take several times longer on large corpora"
+        )
+    if native_module() is None:
+        r.advisory(
+            f"the native search-index analyser {why}; index and pull build the same "
+            "search index, about three times slower"
+        )
 
 
 def _unparsable(settings: Settings) -> bool:

@@ -34,6 +34,7 @@ from cce_knowledge.core.rustcompat import ascii_lower
 from cce_knowledge.engine.embed import DIM, hash_embed, sparse_counts
 from cce_knowledge.engine.tokenizer import tokenize_bytes
 from cce_knowledge.retrieval.analyze import analyze
+from cce_knowledge.retrieval.analyze_native import native_gatherer
 from cce_knowledge.retrieval.default import (
     BODY_B,
     BODY_WEIGHT,
@@ -276,7 +277,9 @@ def _csr(
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
-    o = np.lexsort((owners, tids))
+    # Rows come owner by owner (owners never decrease), so a stable sort by term alone
+    # is the (term, owner) order, in one sort instead of lexsort's two.
+    o = np.argsort(tids, kind="stable")
     ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(tids, minlength=n_terms), out=ptr[1:])
     sections[name + "_ptr"] = narrow(ptr)
@@ -352,6 +355,33 @@ def _gather(
     return ids, recs, secs
 
 
+def _each_section(
+    view: Chunks,
+    idxs: list[int],
+    secs: _SectionRows,
+    *,
+    inline_docs: bool,
+    tick: Callable[[], None],
+) -> Iterator[dict[str, Any]]:
+    """Each of one record's chunk objects (members before the embedding), its document
+    or span appended to `secs` once the caller has used it."""
+    for i in idxs:
+        start, end = view.span(i)
+        o, _ = view.head_at(start, end)
+        yield o
+        if inline_docs:
+            secs.docs += doc_json(o)
+            secs.doc_off.append(len(secs.docs))
+            done = len(secs.doc_off) - 1
+        else:
+            secs.spans.append(start)
+            secs.spans.append(end)
+            done = len(secs.spans) // 2
+        tick()
+        if done % _RELEASE_EVERY == 0:
+            view.release()
+
+
 def _gather_sections(
     view: Chunks,
     idxs: list[int],
@@ -373,9 +403,7 @@ def _gather_sections(
     # `fromlist` sizes once (the ids and counts of one record at a time).
     tid: list[int] = []
     tf: list[int] = []
-    for i in idxs:
-        start, end = view.span(i)
-        o, _ = view.head_at(start, end)
+    for o in _each_section(view, idxs, secs, inline_docs=inline_docs, tick=tick):
         terms = analyze(o["content"])
         if several:
             cnt = Counter(terms)
@@ -388,21 +416,41 @@ def _gather_sections(
         secs.length.append(len(terms))
         rec_terms += terms
         title = o["title"]  # facets come from the record's last chunk
-        if inline_docs:
-            secs.docs += doc_json(o)
-            secs.doc_off.append(len(secs.docs))
-        else:
-            secs.spans.append(start)
-            secs.spans.append(end)
-        tick()
-        if len(secs.length) % _RELEASE_EVERY == 0:
-            view.release()
     secs.tid.fromlist(tid)
     secs.tf.fromlist(tf)
     # The record's body counts are the sum of its sections', in first-seen order:
     # exactly one count over the concatenated terms (in C, not a merge per section).
     body = Counter(rec_terms) if idxs else None
     return body, len(rec_terms), rec_terms[:LEAD_TERMS], title
+
+
+def _gather_native(
+    gatherer: Any,
+    view: Chunks,
+    groups: dict[str, list[int]],
+    *,
+    inline_docs: bool,
+    tick: Callable[[], None],
+) -> tuple[dict[str, bytes], _RecordRows, _SectionRows]:
+    """`_gather` with the C analyser (`_analyzefast.Gatherer`): the same rows, and the
+    vocabulary already sorted (`term_blob`, `term_off`, and `rank` by term id)."""
+    recs = _RecordRows()
+    secs = _SectionRows()
+    for idxs in groups.values():
+        several = len(idxs) > 1
+        title = ""
+        for o in _each_section(view, idxs, secs, inline_docs=inline_docs, tick=tick):
+            gatherer.section(o["content"], several)
+            title = o["title"]  # facets come from the record's last chunk
+        gatherer.record(title)
+        recs.chunk_ptr.append(recs.chunk_ptr[-1] + len(idxs))
+    got: dict[str, bytes] = gatherer.finish()
+    for f in _REC_ARRAYS:
+        getattr(recs, f).frombytes(got.pop("r." + f))
+    for f in _SEC_ARRAYS:
+        if f != "spans":
+            getattr(secs, f).frombytes(got.pop("s." + f))
+    return got, recs, secs
 
 
 #: The share of the records' text a split gathering keeps in this process (measured on
@@ -654,22 +702,38 @@ def default_sections(
     """The default ranking's sections and the documents, in the layout order of
     `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf).
     `split`: the second half of the records is gathered in a forked child meanwhile."""
-    if split:
-        ids, recs, secs = _gather_split(view, groups, inline_docs=inline_docs, tick=tick)
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    gatherer = native_gatherer()
+    if gatherer is not None:
+        got, recs, secs = _gather_native(gatherer, view, groups, inline_docs=inline_docs, tick=tick)
+        del gatherer
+        rank = np.frombuffer(got["rank"], dtype=np.int32)
+        sections = {
+            "term_blob": got["term_blob"],
+            "term_off": narrow(np.frombuffer(got["term_off"], dtype=np.int64)),
+        }
+        del got
     else:
-        ids, recs, secs = _gather(view, groups, inline_docs=inline_docs, tick=tick)
+        if split:
+            ids, recs, secs = _gather_split(view, groups, inline_docs=inline_docs, tick=tick)
+        else:
+            ids, recs, secs = _gather(view, groups, inline_docs=inline_docs, tick=tick)
+        terms, rank = _sorted_terms(ids)
+        del ids
+        sections = _term_table(terms)
+        del terms
     n = len(groups)
-    terms, rank = _sorted_terms(ids)
-    del ids
+    n_terms = len(rank)
     # The order of the sections is the file's layout: keep it.
-    sections = _term_table(terms)
-    sections.update(_record_postings(recs, rank, len(terms)))
-    sections.update(_section_postings(secs, rank, len(terms)))
+    sections.update(_record_postings(recs, rank, n_terms))
+    sections.update(_section_postings(secs, rank, n_terms))
     sections.update(_document_sections(recs, secs, inline_docs=inline_docs))
     facts = {
         "records": n,
         "chunks": len(secs.length),
-        "terms": len(terms),
+        "terms": n_terms,
         "unknown_idf": idf(n, 0),
     }
     return sections, facts

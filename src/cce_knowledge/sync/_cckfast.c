@@ -1229,8 +1229,8 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-#ifndef CCKFAST_SOURCE_SHA256
-#define CCKFAST_SOURCE_SHA256 ""
+#ifndef NATIVE_SOURCE_SHA256
+#define NATIVE_SOURCE_SHA256 ""
 #endif
 
 PyMODINIT_FUNC PyInit__cckfast(void) {
@@ -1238,7 +1238,7 @@ PyMODINIT_FUNC PyInit__cckfast(void) {
     pow10_init();
     PyObject *m = PyModule_Create(&module);
     /* Lets the loader refuse a module compiled from an older _cckfast.c. */
-    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", CCKFAST_SOURCE_SHA256) < 0) {
+    if (m && PyModule_AddStringConstant(m, "SOURCE_SHA256", NATIVE_SOURCE_SHA256) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -27,16 +27,14 @@ strict path. The writer must therefore treat the stream as provisional until it 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from cce_knowledge.core.native import load
 from cce_knowledge.sync.cck import (
     CckManifest,
     ExportSlice,
@@ -75,26 +73,9 @@ def native() -> ModuleType | None:
 
 
 def _load_native() -> ModuleType | None:
-    if os.environ.get("CCE_NATIVE", "1") == "0":
-        return None
-    try:
-        # Lazy: the compiled module may be absent or disabled (CCE_NATIVE=0).
-        from cce_knowledge.sync import _cckfast as mod  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    source = Path(__file__).with_name("_cckfast.c")
-    try:
-        current = hashlib.sha256(source.read_bytes()).hexdigest()
-    except OSError:
-        return mod  # an installed wheel ships no source: nothing to compare
-    if getattr(mod, "SOURCE_SHA256", "") != current:
-        print(
-            "cce: the native .cck accelerator is stale (its C source changed); using the "
-            "pure Python path — re-run `pip install -e .` to rebuild it",
-            file=sys.stderr,
-        )
-        return None
-    return mod
+    return load(
+        "cce_knowledge.sync._cckfast", Path(__file__).with_name("_cckfast.c"), ".cck accelerator"
+    )
 
 
 def stream_store_parts(

@@ -1,0 +1,39 @@
+"""The search-index build's C analyser (`_analyzefast.c`), when it is built.
+
+`_analyzefast.Gatherer` applies `analyze.analyze`'s rules to each section and keeps the
+default ranking's rows in C (search_index_build.py); the pure Python build gives the same
+index bytes (tests/retrieval/test_analyze_native.py holds the two together).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from cce_knowledge.core.native import load
+from cce_knowledge.retrieval import analyze
+from cce_knowledge.retrieval.default import LEAD_TERMS
+
+_module: ModuleType | bool | None = False  # False = not looked up yet
+
+
+def native_module() -> ModuleType | None:
+    """`_analyzefast`, or None (not built, disabled with CCE_NATIVE=0, or stale)."""
+    global _module
+    if _module is False:
+        _module = load(
+            "cce_knowledge.retrieval._analyzefast",
+            Path(__file__).with_name("_analyzefast.c"),
+            "search-index analyser",
+        )
+    return _module if isinstance(_module, ModuleType) else None
+
+
+def native_gatherer() -> Any | None:
+    """A fresh `Gatherer` with analyze.py's stopwords, lead length and pair switch, or
+    None when the C module is not in use."""
+    mod = native_module()
+    if mod is None:
+        return None
+    return mod.Gatherer(analyze.STOPWORDS, LEAD_TERMS, analyze.BIGRAMS)
