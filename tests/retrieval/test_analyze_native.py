@@ -183,3 +183,25 @@ def native_sha(source: Path) -> str:
 @pytest.mark.slow
 def test_the_c_analyser_is_memory_safe(tmp_path: Path) -> None:
     assert "gatherers" in fuzz_sanitized(tmp_path, "ANALYZE_SOURCE", "fuzz_analyzefast.py")
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(tids=st.lists(st.integers(0, 40), max_size=300))
+def test_term_order_is_numpys_stable_argsort(tids: list[int]) -> None:
+    import numpy as np
+
+    a = np.array(tids, dtype=np.int32)
+    got = np.frombuffer(MOD.term_order(a, 41), dtype=np.int64)  # type: ignore[union-attr]
+    assert got.tolist() == np.argsort(a, kind="stable").tolist()
+
+
+@needs_native
+def test_term_order_refuses_ids_out_of_range() -> None:
+    import numpy as np
+
+    for bad in ([0, 5], [-1]):
+        with pytest.raises(ValueError, match="out of range"):
+            MOD.term_order(np.array(bad, dtype=np.int32), 5)  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="int32"):
+        MOD.term_order(b"abc", 5)  # type: ignore[union-attr]

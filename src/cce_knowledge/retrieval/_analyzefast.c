@@ -12,7 +12,7 @@
  * the stopword set handed in by the caller, the suffix stemmer, identifier sub-words);
  * tests/retrieval/test_analyze_native.py holds the two to the same output on random and
  * hostile text, and the index bytes built both ways equal. Every step is linear in its
- * input: one scan per token, hash tables with bounded probing, no backtracking.
+ * input: one scan per token, keyed hash tables kept half empty, no backtracking.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -60,28 +60,15 @@ static void vec_free(vec *v) {
 
 /* ------------------------------------------------------------------ hashing */
 
-/* FNV-1a, then a 64-bit finaliser: deterministic (no process salt), and the ids it
- * leads to never reach the file (only the sorted vocabulary does). */
-static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
+/* Python's own keyed string hash (SipHash, with the process's random key): the words
+ * and pairs come from untrusted text, and an unkeyed hash would let crafted text pile
+ * them into one probe chain (quadratic time). The key changes the tables' layout only:
+ * term ids are numbered in first-seen order, so the output never depends on it. */
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) { return (uint64_t)_Py_HashBytes(s, n); }
 
 static uint64_t hash_pair(uint32_t a, uint32_t b) {
-    uint64_t h = ((uint64_t)a << 32) | b;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
+    uint32_t key[2] = {a, b};
+    return (uint64_t)_Py_HashBytes(key, sizeof key);
 }
 
 /* An open-addressing table of int32 values (-1 = empty) whose keys live elsewhere:
@@ -867,9 +854,54 @@ static PyTypeObject GathererType = {
     .tp_new = gatherer_new,
 };
 
+/* term_order(tids, n_terms) -> bytes: int64 positions of `tids` (int32 in [0, n_terms))
+ * sorted by term, stably: numpy's argsort(kind="stable"), as a counting sort (linear,
+ * where a comparison sort of millions of postings is not). */
+static PyObject *term_order(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t n_terms;
+    if (!PyArg_ParseTuple(args, "y*n", &buf, &n_terms)) return NULL;
+    PyObject *out = NULL;
+    int64_t *start = NULL;
+    Py_ssize_t n = buf.len / (Py_ssize_t)sizeof(int32_t);
+    const int32_t *tids = buf.buf;
+    if (buf.len % (Py_ssize_t)sizeof(int32_t) || n_terms < 0) {
+        PyErr_SetString(PyExc_ValueError, "tids must be int32 and n_terms >= 0");
+        goto done;
+    }
+    start = PyMem_Calloc((size_t)n_terms + 1, sizeof(int64_t));
+    if (!start) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (tids[i] < 0 || tids[i] >= n_terms) {
+            PyErr_SetString(PyExc_ValueError, "a term id is out of range");
+            goto done;
+        }
+        start[tids[i] + 1]++;
+    }
+    for (Py_ssize_t t = 0; t < n_terms; t++) start[t + 1] += start[t];
+    out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (!out) goto done;
+    int64_t *order = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) order[start[tids[i]]++] = i;
+done:
+    PyMem_Free(start);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"term_order", term_order, METH_VARARGS,
+     "term_order(tids, n_terms) -> bytes: int64 stable order of int32 tids by term."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_analyzefast",
-    "Native text analysis for the search-index build (optional).", -1, NULL,
+    "Native text analysis for the search-index build (optional).", -1, module_methods,
 };
 
 #ifndef NATIVE_SOURCE_SHA256

@@ -34,7 +34,7 @@ from cce_knowledge.core.rustcompat import ascii_lower
 from cce_knowledge.engine.embed import DIM, hash_embed, sparse_counts
 from cce_knowledge.engine.tokenizer import tokenize_bytes
 from cce_knowledge.retrieval.analyze import analyze
-from cce_knowledge.retrieval.analyze_native import native_gatherer
+from cce_knowledge.retrieval.analyze_native import native_gatherer, native_module
 from cce_knowledge.retrieval.default import (
     BODY_B,
     BODY_WEIGHT,
@@ -278,8 +278,14 @@ def _csr(
     import numpy as np
 
     # Rows come owner by owner (owners never decrease), so a stable sort by term alone
-    # is the (term, owner) order, in one sort instead of lexsort's two.
-    o = np.argsort(tids, kind="stable")
+    # is the (term, owner) order, in one sort instead of lexsort's two; with the C
+    # module, a counting sort.
+    mod = native_module()
+    if mod is None:
+        o = np.argsort(tids, kind="stable")
+    else:
+        t32 = np.ascontiguousarray(tids, dtype=np.int32)
+        o = np.frombuffer(mod.term_order(t32, n_terms), dtype=np.int64)
     ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(tids, minlength=n_terms), out=ptr[1:])
     sections[name + "_ptr"] = narrow(ptr)
