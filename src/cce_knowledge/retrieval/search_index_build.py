@@ -10,9 +10,11 @@ the loaded store (tests/retrieval/test_index_build.py checks this on random stor
 
 The default ranking's sections come from one pass over the live chunks in record
 order, the reference ranking's from another in store order. On a big store with an
-idle core the reference pass runs in a forked child at the same time; a build without
-it (`index`, `pull`: the reference sections are built on their first use) gives the
-child the second half of the records' default pass instead.
+idle core the reference pass runs in a forked child at the same time. The default
+pass's analysis and counting run in C when the optional `_analyzefast` module is built
+(`_gather_native`); without it, a build without the reference pass (`index`, `pull`: the
+reference sections are built on their first use) gives the child the second half of the
+records' default pass instead. Every path writes the same bytes.
 """
 
 from __future__ import annotations
@@ -707,7 +709,8 @@ def default_sections(
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The default ranking's sections and the documents, in the layout order of
     `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf).
-    `split`: the second half of the records is gathered in a forked child meanwhile."""
+    `split`: without the C analyser, the second half of the records is gathered in a
+    forked child meanwhile (the C one needs no second process)."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
