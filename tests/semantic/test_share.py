@@ -173,3 +173,44 @@ def test_push_without_semantic_publishes_no_vectors(
     assert rc == 0, err
     assert "vectors" not in out
     assert not [k for k in bare_ls(sync_env.bare, "knowledge/v1/kn/") if k.endswith(".vec")]
+
+
+def test_an_unchanged_pull_with_vectors_in_place_fetches_embeds_and_writes_nothing(
+    sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.sync.test_pull_up_to_date import tree
+
+    raw = feed([("a:1", "Retry with backoff and jitter."), ("a:2", "Rotate keys monthly.")])
+    sem = _builder(sync_env, "sem", server.url, raw)
+    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
+    assert cli(capsys, "knowledge", "push", "--dir", str(sem), "--no-lfs")[0] == 0
+    snap = read_current(sem)
+    sync_env.home("home-b")
+    cons = sync_env.root("consumer")
+    write_config(cons, "ollama", server.url)
+    args = ("knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url)
+    rc, _o, err = cli(capsys, *args)
+    assert rc == 0 and "installed published vectors" in err, err
+    before = tree(cons)
+    n0 = len(server.requests)
+
+    # Up to date: the vectors step decides in the library (the vectors are this
+    # snapshot's, for this model): no fetch, no embedding request, no file written —
+    # not the vectors, not their lock, not the run record.
+    rc, out, err = cli(capsys, *args)
+    assert rc == 0 and out.startswith(f"Up to date: corpus kn@{snap}"), err
+    assert "vectors" not in err
+    assert len(server.requests) == n0
+    assert tree(cons) == before
+
+    # A vectors file that no longer matches the store's texts is redone by the embed
+    # step (the published one is this snapshot's: not fetched again).
+    path = vectors_path(cons, snap, MODEL)
+    data = bytearray(path.read_bytes())
+    start = len(data) - 2 * VectorFile.open(path).meta.dim * 4 - 2 * 32
+    data[start] ^= 0xFF  # the first row's key: its text is no longer the stored one's
+    path.write_bytes(bytes(data))
+    rc, _o, err = cli(capsys, *args)
+    assert rc == 0, err
+    assert len(server.requests) > n0  # the changed row is embedded again
+    assert VectorFile.open(path, verify=True).present() == 2

@@ -24,7 +24,6 @@ from cce_knowledge.cli.common import (
 from cce_knowledge.cli.report import Report, emit
 
 if TYPE_CHECKING:
-    from cce_knowledge.config.settings import Settings
     from cce_knowledge.sync.pull import PullResult
     from cce_knowledge.sync.push import PushResult
 
@@ -141,8 +140,6 @@ def _pull(args: argparse.Namespace) -> int:
     report_search_build(res.search)
     for w in res.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if res.up_to_date and _vectors_in_place(args.dir, res.snapshot, settings):
-        return 0  # nothing new: the vectors step would only rewrite what is there
     from cce_knowledge.cli.semantic_cmds import embed_step
     from cce_knowledge.retrieval.search_index import INDEX_KEY, index_path, try_open
     from cce_knowledge.sync.vector_share import pull_published_vectors
@@ -164,18 +161,6 @@ def _pull(args: argparse.Namespace) -> int:
 
     embed_step(args.dir, settings)
     return 0
-
-
-def _vectors_in_place(root: str, snapshot: str, settings: Settings) -> bool:
-    """No semantic retrieval configured, or its model's vectors of `snapshot` are here."""
-    from cce_knowledge.core.errors import ConfigError
-    from cce_knowledge.store.vectors import vectors_path
-
-    try:
-        cfg = settings.knowledge.semantic_config()
-    except ConfigError:
-        return False  # the embed step names the problem
-    return cfg is None or vectors_path(root, snapshot, cfg.model).is_file()
 
 
 def register_knowledge(sub: Any) -> None:

@@ -31,6 +31,7 @@ from cce_knowledge.store.vectors import (
     Meta,
     VectorFile,
     encode,
+    in_place,
     list_files,
     model_key,
     vectors_dir,
@@ -148,20 +149,29 @@ def embed_root(
     rebuild: bool = False,
     warn: Callable[[str], None] | None = None,
     provider: Provider | None = None,
+    leave_current: bool = False,
 ) -> EmbedReport:
-    """Embed every chunk of the active store that has no vector yet for `cfg`'s model."""
+    """Embed every chunk of the active store that has no vector yet for `cfg`'s model.
+
+    `leave_current` (the step of `index` and `pull`): when the snapshot's file already
+    holds every sendable chunk's vector for these texts, touch nothing — no lock, no
+    rewrite, no run record — so an unchanged pull leaves the directory as it was."""
 
     root_p = Path(root)
     idx = _active_index(root_p)
     snapshot = idx.snapshot
     texts = chunk_texts(idx, resolve(cfg).document)
     keys = [text_key(t) if t is not None else ZERO_KEY for t in texts]
+    out_path = vectors_path(root_p, snapshot, cfg.model)
+    if leave_current and not rebuild:
+        layout = layout_key()
+        if in_place(out_path, model=cfg.model, layout=layout, count=len(keys), keys=b"".join(keys)):
+            return _current_report(cfg, snapshot, keys, texts, out_path)
     own = provider is None
     prov = Provider(cfg) if provider is None else provider
     say = warn or (lambda _m: None)
     if prov.key_note:
         say(prov.key_note)
-    out_path = vectors_path(root_p, snapshot, cfg.model)
     d = vectors_dir(root_p)
     try:
         with dir_lock(d, what="embed", wait=True):
@@ -213,6 +223,20 @@ def _new_report(
         requests=0,
         path=str(out_path),
     )
+
+
+def _current_report(
+    cfg: SemanticSettings,
+    snapshot: str,
+    keys: list[bytes],
+    texts: list[str | None],
+    out_path: Path,
+) -> EmbedReport:
+    """The report of a run that found every sendable chunk's vector in place."""
+    rep = _new_report(cfg, snapshot, keys, texts, {}, None, out_path)
+    rep.reused = rep.embedded = sum(1 for k in keys if k != ZERO_KEY)
+    rep.dim = VectorFile.open(out_path).meta.dim
+    return rep
 
 
 def _todo(
@@ -396,7 +420,7 @@ def embed_after_build(
     if cfg is None:
         return None
     try:
-        rep = embed_root(root, cfg, warn=warn)
+        rep = embed_root(root, cfg, warn=warn, leave_current=True)
     except CceError as e:
         warn(f"semantic vectors not built: {e.message}")
         return None

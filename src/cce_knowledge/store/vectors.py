@@ -156,6 +156,21 @@ class VectorFile:
         return cls(data, verify=verify, where=str(path))
 
 
+def in_place(path: Path, *, model: str, layout: str, count: int, keys: bytes | None = None) -> bool:
+    """Does the vectors file at `path` already hold `model`'s vectors for `count` rows in
+    search-index `layout` (and, given `keys`, exactly those row keys: zero for a row
+    without a vector)? Then fetching or embedding them again would write the same file.
+    False for a missing, damaged or different file."""
+    try:
+        vf = VectorFile.open(path)
+    except StoreError:
+        return False
+    m = vf.meta
+    if (m.model, m.layout, m.count) != (model, layout, count):
+        return False
+    return keys is None or vf.keys == keys
+
+
 def header_length(prefix: bytes, where: str) -> int:
     """The header length the first 16 bytes announce (checked: magic, bound, alignment)."""
     hlen = int.from_bytes(prefix[8:16], "little")

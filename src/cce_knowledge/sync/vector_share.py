@@ -25,6 +25,7 @@ from cce_knowledge.store.vectors import (
     CheckedCopy,
     Meta,
     VectorFile,
+    in_place,
     list_files,
     max_size,
     model_key,
@@ -253,6 +254,10 @@ def pull_published_vectors(
         return None  # the embed step that follows names the config problem
     if cfg is None:
         return None
+    if in_place(
+        vectors_path(root, snapshot, cfg.model), model=cfg.model, layout=layout, count=count
+    ):
+        return None  # this snapshot's vectors for the model are here: the embed step fills gaps
     try:
         rem = resolve_remote(settings, remote)
         with open_cache(rem) as cache:
