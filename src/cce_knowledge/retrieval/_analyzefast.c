@@ -496,6 +496,9 @@ static int analyze_into(Gatherer *g, PyObject *text, int bigrams) {
         PyErr_SetString(PyExc_TypeError, "text must be a str");
         return -1;
     }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return -1; /* a legacy string (gone in 3.12) */
+#endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -635,6 +638,10 @@ static PyObject *gatherer_section(Gatherer *g, PyObject *args) {
     int32_t *lsl = VEC_AT(g->lead_slot, int32_t);
     if (several) {
         Py_ssize_t base = g->sec_tid.n;
+        if (base + n > INT32_MAX) { /* slots are int32 row numbers: never wrap silently */
+            PyErr_SetString(PyExc_OverflowError, "too many section rows for the index");
+            return NULL;
+        }
         if (vec_reserve(&g->sec_tid, n, 4) < 0 || vec_reserve(&g->sec_tf, n, 4) < 0) return NULL;
         int32_t *tid = VEC_AT(g->sec_tid, int32_t), *tf = VEC_AT(g->sec_tf, int32_t);
         Py_ssize_t rows = base;
