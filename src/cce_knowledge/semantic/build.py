@@ -164,9 +164,11 @@ def embed_root(
     keys = [text_key(t) if t is not None else ZERO_KEY for t in texts]
     out_path = vectors_path(root_p, snapshot, cfg.model)
     if leave_current and not rebuild:
-        layout = layout_key()
-        if in_place(out_path, model=cfg.model, layout=layout, count=len(keys), keys=b"".join(keys)):
-            return _current_report(cfg, snapshot, keys, texts, out_path)
+        meta = in_place(
+            out_path, model=cfg.model, layout=layout_key(), count=len(keys), keys=b"".join(keys)
+        )
+        if meta is not None:
+            return _current_report(cfg, keys, texts, meta, out_path)
     own = provider is None
     prov = Provider(cfg) if provider is None else provider
     say = warn or (lambda _m: None)
@@ -227,15 +229,15 @@ def _new_report(
 
 def _current_report(
     cfg: SemanticSettings,
-    snapshot: str,
     keys: list[bytes],
     texts: list[str | None],
+    meta: Meta,
     out_path: Path,
 ) -> EmbedReport:
-    """The report of a run that found every sendable chunk's vector in place."""
-    rep = _new_report(cfg, snapshot, keys, texts, {}, None, out_path)
+    """The report of a run that found every sendable chunk's vector in place (`meta`:
+    the header `in_place` read)."""
+    rep = _new_report(cfg, meta.snapshot, keys, texts, {}, meta.dim, out_path)
     rep.reused = rep.embedded = sum(1 for k in keys if k != ZERO_KEY)
-    rep.dim = VectorFile.open(out_path).meta.dim
     return rep
 
 

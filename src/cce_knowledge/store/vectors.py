@@ -156,19 +156,21 @@ class VectorFile:
         return cls(data, verify=verify, where=str(path))
 
 
-def in_place(path: Path, *, model: str, layout: str, count: int, keys: bytes | None = None) -> bool:
-    """Does the vectors file at `path` already hold `model`'s vectors for `count` rows in
-    search-index `layout` (and, given `keys`, exactly those row keys: zero for a row
-    without a vector)? Then fetching or embedding them again would write the same file.
-    False for a missing, damaged or different file."""
+def in_place(
+    path: Path, *, model: str, layout: str, count: int, keys: bytes | None = None
+) -> Meta | None:
+    """The header of the vectors file at `path` when it already holds `model`'s vectors
+    for `count` rows in search-index `layout` (and, given `keys`, exactly those row keys:
+    zero for a row without a vector) — fetching or embedding them again would write the
+    same file. None for a missing, damaged or different file."""
     try:
         vf = VectorFile.open(path)
     except StoreError:
-        return False
+        return None
     m = vf.meta
     if (m.model, m.layout, m.count) != (model, layout, count):
-        return False
-    return keys is None or vf.keys == keys
+        return None
+    return m if keys is None or vf.keys == keys else None
 
 
 def header_length(prefix: bytes, where: str) -> int:

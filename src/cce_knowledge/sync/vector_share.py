@@ -254,9 +254,8 @@ def pull_published_vectors(
         return None  # the embed step that follows names the config problem
     if cfg is None:
         return None
-    if in_place(
-        vectors_path(root, snapshot, cfg.model), model=cfg.model, layout=layout, count=count
-    ):
+    here = vectors_path(root, snapshot, cfg.model)
+    if in_place(here, model=cfg.model, layout=layout, count=count) is not None:
         return None  # this snapshot's vectors for the model are here: the embed step fills gaps
     try:
         rem = resolve_remote(settings, remote)
