@@ -252,7 +252,7 @@ def test_native_accelerator_advisory(
     if accelerator.native() is not None:
         _, out, _ = run(tmp_path, capsys)
         assert ".cck accelerator" not in out  # silent when active
-    monkeypatch.setattr(accelerator, "_native", None)
+    monkeypatch.setattr(accelerator.CCK, "module", None)
     monkeypatch.setenv("CCE_NATIVE", "0")
     rc, out, _ = run(tmp_path, capsys)
     assert rc == 0
@@ -263,7 +263,7 @@ def test_native_accelerator_advisory(
     # The search-index analyser is the other C module: said apart, the same way.
     if analyze_native.native_module() is not None:
         assert "search-index analyser" not in out  # silent when active
-    monkeypatch.setattr(analyze_native, "_module", None)
+    monkeypatch.setattr(analyze_native.ANALYSER, "module", None)
     _, out, _ = run(tmp_path, capsys)
     assert "  advisory  the native search-index analyser is not built — install" in out
 

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cce_knowledge.core import native
 from cce_knowledge.retrieval import analyze, analyze_native
 from cce_knowledge.retrieval import search_index as si
 from cce_knowledge.retrieval.default import LEAD_TERMS
@@ -38,12 +37,12 @@ def test_native_analyser_is_built_where_ci_requires_it() -> None:
 @contextmanager
 def pure_python() -> Iterator[None]:
     """The build without the C analyser (what CCE_NATIVE=0 or no compiler gives)."""
-    saved = analyze_native._module
-    analyze_native._module = None
+    saved = analyze_native.ANALYSER.module
+    analyze_native.ANALYSER.module = None
     try:
         yield
     finally:
-        analyze_native._module = saved
+        analyze_native.ANALYSER.module = saved
 
 
 # Identifier shapes, the stemmer's suffixes, stopwords, separators and characters of
@@ -163,21 +162,15 @@ def test_the_c_analyser_is_linear_on_hostile_text(build: object) -> None:
 def test_a_stale_analyser_is_not_used(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = Path(analyze_native.__file__).with_name("_analyzefast.c")
-    name = "cce_knowledge.retrieval._analyzefast"
-    assert native.load(name, source, "search-index analyser") is MOD
+    analyser = analyze_native.ANALYSER
+    assert analyser.load() is MOD  # built from the source beside it
+    good = MOD.SOURCE_SHA256  # type: ignore[union-attr]
     monkeypatch.setattr(MOD, "SOURCE_SHA256", "0" * 64)
-    assert native.load(name, source, "search-index analyser") is None
+    assert analyser.load() is None
     assert "search-index analyser is stale" in capsys.readouterr().err
     monkeypatch.setenv("CCE_NATIVE", "0")
-    monkeypatch.setattr(MOD, "SOURCE_SHA256", native_sha(source))
-    assert native.load(name, source, "search-index analyser") is None
-
-
-def native_sha(source: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(source.read_bytes()).hexdigest()
+    monkeypatch.setattr(MOD, "SOURCE_SHA256", good)
+    assert analyser.load() is None
 
 
 @pytest.mark.slow

@@ -267,7 +267,7 @@ def test_native_chunk_digests_equal_strict(store: KnowledgeStore) -> None:
 
 
 def test_stream_returns_none_without_the_native_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(accelerator, "_native", None)
+    monkeypatch.setattr(accelerator.CCK, "module", None)
     assert stream_store_parts(raw_cck(many(3))) is None
     assert accelerator.chunk_digests(raw_cck(many(3))) is None
 
@@ -285,7 +285,7 @@ def _knowledge_files(root: Path) -> list[str]:
 def import_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test on the native path and again with the accelerator switched off."""
     if request.param == "python":
-        monkeypatch.setattr(accelerator, "_native", None)
+        monkeypatch.setattr(accelerator.CCK, "module", None)
     return str(request.param)
 
 
@@ -383,7 +383,7 @@ def test_pull_paths_install_identical_bytes(
     fetched = list((sync_env.tmp / "home-pull-b" / "sync").glob("*/.git/lfs/objects/*/*/*"))
     assert [p.name for p in fetched] == [oid]
     # 3. the pure Python path.
-    monkeypatch.setattr(accelerator, "_native", None)
+    monkeypatch.setattr(accelerator.CCK, "module", None)
     c = _pull(sync_env, capsys, "c")
 
     for root in (a, b, c):
@@ -422,12 +422,12 @@ def test_artifact_source_in_place_and_damaged(
 def test_a_stale_native_module_is_not_used(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert accelerator._load_native() is NATIVE  # built from the source beside it
+    assert accelerator.CCK.load() is NATIVE  # built from the source beside it
     monkeypatch.setattr(NATIVE, "SOURCE_SHA256", "0" * 64)
-    assert accelerator._load_native() is None
+    assert accelerator.CCK.load() is None
     assert "stale" in capsys.readouterr().err
     monkeypatch.setenv("CCE_NATIVE", "0")
-    assert accelerator._load_native() is None
+    assert accelerator.CCK.load() is None
 
 
 # ---------------------------------------------------------------- push: store file -> .cck

@@ -42,3 +42,23 @@ def load(module: str, source: Path, what: str) -> ModuleType | None:
         )
         return None
     return mod
+
+
+class Accelerator:
+    """One optional C module, looked up on first use and kept (`load` decides).
+
+    `module` is False until then; tests set it to None to run the pure Python path."""
+
+    def __init__(self, module: str, source: Path, what: str) -> None:
+        self.name, self.source, self.what = module, source, what
+        self.module: ModuleType | bool | None = False
+
+    def load(self) -> ModuleType | None:
+        """Look the module up now (not kept)."""
+        return load(self.name, self.source, self.what)
+
+    def get(self) -> ModuleType | None:
+        """The module, or None (not built, disabled with CCE_NATIVE=0, or stale)."""
+        if self.module is False:
+            self.module = self.load()
+        return self.module if isinstance(self.module, ModuleType) else None

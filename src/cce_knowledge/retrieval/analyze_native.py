@@ -11,23 +11,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from cce_knowledge.core.native import load
+from cce_knowledge.core.native import Accelerator
 from cce_knowledge.retrieval import analyze
 from cce_knowledge.retrieval.default import LEAD_TERMS
 
-_module: ModuleType | bool | None = False  # False = not looked up yet
+#: `_analyzefast` beside its C source (see core/native.py for when it is used).
+ANALYSER = Accelerator(
+    "cce_knowledge.retrieval._analyzefast",
+    Path(__file__).with_name("_analyzefast.c"),
+    "search-index analyser",
+)
 
 
 def native_module() -> ModuleType | None:
     """`_analyzefast`, or None (not built, disabled with CCE_NATIVE=0, or stale)."""
-    global _module
-    if _module is False:
-        _module = load(
-            "cce_knowledge.retrieval._analyzefast",
-            Path(__file__).with_name("_analyzefast.c"),
-            "search-index analyser",
-        )
-    return _module if isinstance(_module, ModuleType) else None
+    return ANALYSER.get()
 
 
 def native_gatherer() -> Any | None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from cce_knowledge.core.native import load
+from cce_knowledge.core.native import Accelerator
 from cce_knowledge.sync.cck import (
     CckManifest,
     ExportSlice,
@@ -55,27 +55,21 @@ from cce_knowledge.sync.cck import (
 RANGE_BYTES = 1 << 20
 
 
-_native: ModuleType | bool | None = False  # False = not looked up yet
-
-
 class NotCanonical(Exception):
     """The fast path cannot decide this artifact; run the strict path."""
+
+
+#: The `_cckfast` module beside its C source (see core/native.py for when it is used).
+CCK = Accelerator(
+    "cce_knowledge.sync._cckfast", Path(__file__).with_name("_cckfast.c"), ".cck accelerator"
+)
 
 
 def native() -> ModuleType | None:
     """The `_cckfast` module, or None (not built, disabled with CCE_NATIVE=0, or
     compiled from an older `_cckfast.c` than the one beside it — an editable install
     whose C source changed since `pip install -e .`)."""
-    global _native
-    if _native is False:
-        _native = _load_native()
-    return _native if isinstance(_native, ModuleType) else None
-
-
-def _load_native() -> ModuleType | None:
-    return load(
-        "cce_knowledge.sync._cckfast", Path(__file__).with_name("_cckfast.c"), ".cck accelerator"
-    )
+    return CCK.get()
 
 
 def stream_store_parts(
