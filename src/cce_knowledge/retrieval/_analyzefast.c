@@ -116,7 +116,7 @@ typedef struct {
     vec kids;   /* int32 */
     table tokens;
     /* Stopwords (the caller's set): a table over their own buffer. */
-    vec sbuf, soff, slen;
+    vec sbuf, soff, slen, shash;
     table stops;
     /* Scratch: the token being read, its lowercase form, its parts, the terms of one
      * token, the analysis of one text, the first terms of its runs. */
@@ -142,7 +142,7 @@ typedef struct {
 static void gatherer_dealloc(Gatherer *g) {
     vec *vs[] = {
         &g->tbuf, &g->toff, &g->tlen, &g->thash, &g->pkey, &g->pid, &g->kbuf, &g->koff,
-        &g->klen, &g->khash, &g->kstart, &g->kids, &g->sbuf, &g->soff, &g->slen, &g->tok,
+        &g->klen, &g->khash, &g->kstart, &g->kids, &g->sbuf, &g->soff, &g->slen, &g->shash, &g->tok,
         &g->low, &g->parts, &g->tterms, &g->seq, &g->firsts, &g->word, &g->sec_slot,
         &g->rec_slot, &g->tit_slot, &g->lead_slot, &g->r_ids, &g->r_tf, &g->l_ids, &g->l_tf,
         &g->rec_tid, &g->rec_tf_title, &g->rec_tf_body, &g->rec_tf_lead, &g->rec_n,
@@ -157,21 +157,35 @@ static void gatherer_dealloc(Gatherer *g) {
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
 
-/* Double `t` and re-place every key (`hashes[v]` is value v's hash). */
-static int table_grow(table *t, const uint64_t *hashes) {
-    uint64_t size = (t->mask + 1) * 2;
+/* How a table finds value v's hash when it grows: from `ctx`, an array by value. */
+typedef uint64_t (*hash_of)(const void *ctx, int32_t v);
+
+static uint64_t stored_hash(const void *hashes, int32_t v) {
+    return ((const uint64_t *)hashes)[v];
+}
+
+static uint64_t pair_key_hash(const void *keys, int32_t v) {
+    uint64_t k = ((const uint64_t *)keys)[v];
+    return hash_pair((uint32_t)(k >> 32), (uint32_t)k);
+}
+
+/* Put value v in the empty slot j (where its probe ended); once the table is half full,
+ * double it and re-place every value. */
+static int table_put(table *t, uint64_t j, int32_t v, hash_of hash, const void *ctx) {
+    t->slot[j] = v;
+    if (++t->used * 2 <= (Py_ssize_t)(t->mask + 1)) return 0;
     int32_t *old = t->slot;
     uint64_t old_size = t->mask + 1;
-    if (table_init(t, size) < 0) {
+    if (table_init(t, old_size * 2) < 0) {
         t->slot = old;
         return -1;
     }
     for (uint64_t i = 0; i < old_size; i++) {
-        int32_t v = old[i];
-        if (v < 0) continue;
-        uint64_t j = hashes[v] & t->mask;
-        while (t->slot[j] >= 0) j = (j + 1) & t->mask;
-        t->slot[j] = v;
+        int32_t w = old[i];
+        if (w < 0) continue;
+        uint64_t k = hash(ctx, w) & t->mask;
+        while (t->slot[k] >= 0) k = (k + 1) & t->mask;
+        t->slot[k] = w;
         t->used++;
     }
     PyMem_Free(old);
@@ -196,7 +210,8 @@ static int slots_fit(Gatherer *g) {
 /* Append term s[0..n) to the vocabulary (the caller knows it is new); its id. */
 static int32_t new_term(Gatherer *g, const char *s, Py_ssize_t n, uint64_t h) {
     if (g->toff.n >= INT32_MAX || n > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "too many or too long terms for the index");
+        PyErr_SetString(PyExc_ValueError,
+                        "the search index holds at most 2^31 terms, each under 2 GiB");
         return -1;
     }
     int32_t id = (int32_t)g->toff.n;
@@ -221,11 +236,7 @@ static int32_t term_id(Gatherer *g, const char *s, Py_ssize_t n) {
     }
     int32_t id = new_term(g, s, n, h);
     if (id < 0) return -1;
-    g->terms.slot[j] = id;
-    if (++g->terms.used * 2 > (Py_ssize_t)(g->terms.mask + 1) &&
-        table_grow(&g->terms, VEC_AT(g->thash, uint64_t)) < 0)
-        return -1;
-    return id;
+    return table_put(&g->terms, j, id, stored_hash, g->thash.p) < 0 ? -1 : id;
 }
 
 /* The term id of the pair "<term a> <term b>", added when new. */
@@ -249,44 +260,43 @@ static int32_t pair_id(Gatherer *g, int32_t a, int32_t b) {
     int32_t id = new_term(g, w, la + lb + 1, h);
     if (id < 0) return -1;
     if (g->pkey.n >= INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "too many pairs for the index");
+        PyErr_SetString(PyExc_ValueError, "the search index holds at most 2^31 word pairs");
         return -1;
     }
     int32_t pn = (int32_t)g->pkey.n;
     if (PUSH(g->pkey, uint64_t, key) < 0 || PUSH(g->pid, int32_t, id) < 0) return -1;
     /* The pair table's hashes are recomputed from the keys when it grows. */
-    g->pairs.slot[j] = pn;
-    if (++g->pairs.used * 2 > (Py_ssize_t)(g->pairs.mask + 1)) {
-        uint64_t size = (g->pairs.mask + 1) * 2;
-        int32_t *old = g->pairs.slot;
-        uint64_t old_size = g->pairs.mask + 1;
-        if (table_init(&g->pairs, size) < 0) {
-            g->pairs.slot = old;
-            return -1;
-        }
-        for (uint64_t i = 0; i < old_size; i++) {
-            int32_t v = old[i];
-            if (v < 0) continue;
-            uint64_t k = VEC_AT(g->pkey, uint64_t)[v];
-            uint64_t p = hash_pair((uint32_t)(k >> 32), (uint32_t)k) & g->pairs.mask;
-            while (g->pairs.slot[p] >= 0) p = (p + 1) & g->pairs.mask;
-            g->pairs.slot[p] = v;
-            g->pairs.used++;
-        }
-        PyMem_Free(old);
-    }
+    if (table_put(&g->pairs, j, pn, pair_key_hash, g->pkey.p) < 0) return -1;
     return id;
 }
 
-static int is_stopword(Gatherer *g, const char *s, Py_ssize_t n) {
-    uint64_t h = hash_bytes(s, n);
-    for (uint64_t j = h & g->stops.mask; g->stops.slot[j] >= 0; j = (j + 1) & g->stops.mask) {
-        int32_t v = g->stops.slot[j];
+/* Is s[0..n) a stopword? *end: the empty slot where its probe ended (when not). */
+static int find_stopword(const Gatherer *g, const char *s, Py_ssize_t n, uint64_t *end) {
+    uint64_t j = hash_bytes(s, n) & g->stops.mask;
+    for (int32_t v; (v = g->stops.slot[j]) >= 0; j = (j + 1) & g->stops.mask) {
         if (VEC_AT(g->slen, int32_t)[v] == n &&
             memcmp(VEC_AT(g->sbuf, char) + VEC_AT(g->soff, int64_t)[v], s, (size_t)n) == 0)
             return 1;
     }
+    *end = j;
     return 0;
+}
+
+static int is_stopword(const Gatherer *g, const char *s, Py_ssize_t n) {
+    uint64_t end;
+    return find_stopword(g, s, n, &end);
+}
+
+static int add_stopword(Gatherer *g, const char *s, Py_ssize_t n) {
+    uint64_t j;
+    if (find_stopword(g, s, n, &j)) return 0;
+    int32_t v = (int32_t)g->soff.n;
+    if (vec_reserve(&g->sbuf, n, 1) < 0 || PUSH(g->soff, int64_t, g->sbuf.n) < 0 ||
+        PUSH(g->slen, int32_t, (int32_t)n) < 0 || PUSH(g->shash, uint64_t, hash_bytes(s, n)) < 0)
+        return -1;
+    memcpy(VEC_AT(g->sbuf, char) + g->sbuf.n, s, (size_t)n);
+    g->sbuf.n += n;
+    return table_put(&g->stops, j, v, stored_hash, g->shash.p);
 }
 
 /* ------------------------------------------------------------------ the stemmer */
@@ -451,10 +461,7 @@ static int cached_terms(Gatherer *g, const char *t, Py_ssize_t n, const int32_t 
             memcpy(VEC_AT(g->kids, int32_t) + g->kids.n, g->tterms.p,
                    (size_t)g->tterms.n * sizeof(int32_t));
         g->kids.n += g->tterms.n;
-        g->tokens.slot[j] = k;
-        if (++g->tokens.used * 2 > (Py_ssize_t)(g->tokens.mask + 1) &&
-            table_grow(&g->tokens, VEC_AT(g->khash, uint64_t)) < 0)
-            return -1;
+        if (table_put(&g->tokens, j, k, stored_hash, g->khash.p) < 0) return -1;
     }
     *ids = VEC_AT(g->tterms, int32_t);
     *count = g->tterms.n;
@@ -562,34 +569,13 @@ static PyObject *gatherer_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     while ((w = PyIter_Next(it))) {
         Py_ssize_t len;
         const char *s = PyUnicode_Check(w) ? PyUnicode_AsUTF8AndSize(w, &len) : NULL;
-        if (!s) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "stopwords must be str");
-            Py_DECREF(w);
+        if (!s && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "stopwords must be str");
+        int bad = !s || add_stopword(g, s, len) < 0;
+        Py_DECREF(w);
+        if (bad) {
             Py_DECREF(it);
             goto fail;
         }
-        if (!is_stopword(g, s, len)) {
-            int32_t v = (int32_t)g->soff.n;
-            if (vec_reserve(&g->sbuf, len, 1) < 0 || PUSH(g->soff, int64_t, g->sbuf.n) < 0 ||
-                PUSH(g->slen, int32_t, (int32_t)len) < 0) {
-                Py_DECREF(w);
-                Py_DECREF(it);
-                goto fail;
-            }
-            memcpy(VEC_AT(g->sbuf, char) + g->sbuf.n, s, (size_t)len);
-            g->sbuf.n += len;
-            if (g->stops.used * 2 + 2 > (Py_ssize_t)(g->stops.mask + 1)) {
-                Py_DECREF(w);
-                Py_DECREF(it);
-                PyErr_SetString(PyExc_ValueError, "too many stopwords");
-                goto fail;
-            }
-            uint64_t j = hash_bytes(s, len) & g->stops.mask;
-            while (g->stops.slot[j] >= 0) j = (j + 1) & g->stops.mask;
-            g->stops.slot[j] = v;
-            g->stops.used++;
-        }
-        Py_DECREF(w);
     }
     Py_DECREF(it);
     if (PyErr_Occurred()) goto fail;
@@ -639,7 +625,7 @@ static PyObject *gatherer_section(Gatherer *g, PyObject *args) {
     if (several) {
         Py_ssize_t base = g->sec_tid.n;
         if (base + n > INT32_MAX) { /* slots are int32 row numbers: never wrap silently */
-            PyErr_SetString(PyExc_OverflowError, "too many section rows for the index");
+            PyErr_SetString(PyExc_ValueError, "the search index holds at most 2^31 section rows");
             return NULL;
         }
         if (vec_reserve(&g->sec_tid, n, 4) < 0 || vec_reserve(&g->sec_tf, n, 4) < 0) return NULL;
@@ -832,11 +818,6 @@ done:
     return out;
 }
 
-static PyObject *gatherer_terms(Gatherer *g, PyObject *unused) {
-    (void)unused;
-    return PyLong_FromSsize_t(g->toff.n);
-}
-
 static PyMethodDef gatherer_methods[] = {
     {"analyze", (PyCFunction)gatherer_analyze, METH_VARARGS,
      "analyze(text, bigrams=True) -> list[str]: analyze.analyze's terms of text."},
@@ -846,8 +827,6 @@ static PyMethodDef gatherer_methods[] = {
      "record(title) -> None: close the open record."},
     {"finish", (PyCFunction)gatherer_finish, METH_NOARGS,
      "finish() -> dict[str, bytes]: the sorted vocabulary, ranks and row buffers."},
-    {"term_count", (PyCFunction)gatherer_terms, METH_NOARGS,
-     "term_count() -> int: distinct terms so far."},
     {NULL, NULL, 0, NULL},
 };
 
