@@ -103,3 +103,14 @@ def store_files(root: Path) -> dict[str, bytes]:
     only the last writer's name: a refused pull that waited its turn may touch it)."""
     kdir = root / ".cce" / "knowledge"
     return {p.name: p.read_bytes() for p in kdir.iterdir() if p.is_file() and p.name != ".lock"}
+
+
+def knowledge_files(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root/.cce/knowledge/ (lock files, search index and vectors
+    included): its bytes and mtime — equal before and after means nothing was written."""
+    kd = root / ".cce" / "knowledge"
+    return {
+        str(p.relative_to(kd)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(kd.rglob("*"))
+        if p.is_file()
+    }

@@ -11,7 +11,7 @@ from cce_knowledge.store.snapshots import read_current
 from cce_knowledge.store.vectors import VectorFile, vectors_path
 from cce_knowledge.sync.vector_share import vectors_key
 from tests.helpers.embed_server import EmbedServer
-from tests.helpers.sync import bare_file, bare_ls, feed
+from tests.helpers.sync import bare_file, bare_ls, feed, knowledge_files
 from tests.helpers.sync_env import SyncEnv, cli
 
 from .conftest import write_config
@@ -33,16 +33,40 @@ def _builder(env: SyncEnv, name: str, semantic_url: str | None, raw: bytes) -> P
     return root
 
 
+def _indexed(
+    env: SyncEnv,
+    capsys: pytest.CaptureFixture[str],
+    semantic_url: str | None,
+    raw: bytes,
+    name: str = "sem",
+) -> tuple[Path, str]:
+    """A builder that indexed `raw` (embedding it when `semantic_url` is given), and the
+    snapshot."""
+    root = _builder(env, name, semantic_url, raw)
+    assert cli(capsys, "knowledge", "index", str(root / "feed.jsonl"), "--dir", str(root))[0] == 0
+    return root, read_current(root)
+
+
+def _pull(
+    env: SyncEnv, capsys: pytest.CaptureFixture[str], name: str, url: str, model: str = MODEL
+) -> tuple[Path, int, str]:
+    """A consumer on another machine (HOME) pulling corpus kn with `model` at `url`
+    configured: its root, exit status and stderr."""
+    env.home("home-b")
+    cons = env.root(name)
+    write_config(cons, "ollama", url, model=model)
+    args = ("knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", env.url)
+    rc, _o, err = cli(capsys, *args)
+    return cons, rc, err
+
+
 def test_push_pull_share_vectors_and_keep_cck_identical(
     sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     raw = feed(
         [("a:1", "Retry with backoff and jitter."), ("a:2", "Lock accounts after failures.")]
     )
-    sem = _builder(sync_env, "sem", server.url, raw)
-    rc, _o, err = cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))
-    assert rc == 0, err
-    snap = read_current(sem)
+    sem, snap = _indexed(sync_env, capsys, server.url, raw)
     rc, out, err = cli(capsys, "knowledge", "push", "--dir", str(sem))
     assert rc == 0, err
     assert f"vectors    : {MODEL}" in out
@@ -70,13 +94,8 @@ def test_push_pull_share_vectors_and_keep_cck_identical(
     assert not [k for k in bare_ls(other, "knowledge/v1/kn/") if k.endswith(".vec")]
 
     # A consumer with the same model gets the vectors, verified, and embeds nothing.
-    sync_env.home("home-b")
-    cons = sync_env.root("consumer")
-    write_config(cons, "ollama", server.url)
     n0 = len(server.requests)
-    rc, _o, err = cli(
-        capsys, "knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url
-    )
+    cons, rc, err = _pull(sync_env, capsys, "consumer", server.url)
     assert rc == 0, err
     assert "installed published vectors" in err
     assert len(server.requests) == n0  # nothing re-embedded
@@ -87,11 +106,7 @@ def test_push_pull_share_vectors_and_keep_cck_identical(
     ).read_bytes()
 
     # A consumer with another model fetches nothing and says why.
-    cons2 = sync_env.root("consumer2")
-    write_config(cons2, "ollama", "http://127.0.0.1:9", model="other-model")
-    rc, _o, err = cli(
-        capsys, "knowledge", "pull", "--dir", str(cons2), "--corpus", "kn", "--remote", sync_env.url
-    )
+    cons2, rc, err = _pull(sync_env, capsys, "consumer2", "http://127.0.0.1:9", "other-model")
     assert rc == 0
     assert f"made with {MODEL}, not other-model: not fetched" in err
     assert not vectors_path(cons2, snap, "other-model").exists()
@@ -116,20 +131,13 @@ def test_tampered_vectors_are_refused(
     sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw = feed([("a:1", "Retry with backoff and jitter.")])
-    sem = _builder(sync_env, "sem", server.url, raw)
-    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
-    snap = read_current(sem)
+    sem, snap = _indexed(sync_env, capsys, server.url, raw)
     assert cli(capsys, "knowledge", "push", "--dir", str(sem), "--no-lfs")[0] == 0
     key = vectors_key("kn", snap, MODEL)
     data = bytearray(bare_file(sync_env.bare, key) or b"")
     data[-1] ^= 0x01
     sync_env.seed({key: bytes(data)})
-    sync_env.home("home-b")
-    cons = sync_env.root("consumer")
-    write_config(cons, "ollama", "http://127.0.0.1:9")
-    rc, _o, err = cli(
-        capsys, "knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url
-    )
+    cons, rc, err = _pull(sync_env, capsys, "consumer", "http://127.0.0.1:9")
     assert rc == 0
     # The flipped bit makes the last row's length wrong, seen before the checksum.
     assert "published vectors refused" in err and "row" in err
@@ -140,9 +148,7 @@ def test_push_publishes_only_the_configured_models_vectors(
     sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw = feed([("a:1", "Retry with backoff and jitter."), ("a:2", "Rotate keys monthly.")])
-    sem = _builder(sync_env, "sem", server.url, raw)
-    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
-    snap = read_current(sem)
+    sem, snap = _indexed(sync_env, capsys, server.url, raw)
     # The builder switches models: the first model's file stays behind, complete.
     cfg_path = sem / ".cce" / "config"
     cfg_path.write_text(cfg_path.read_text().replace(f"model: {MODEL}", "model: newer-model"))
@@ -162,9 +168,7 @@ def test_push_without_semantic_publishes_no_vectors(
     sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw = feed([("a:1", "Retry with backoff and jitter.")])
-    sem = _builder(sync_env, "sem", server.url, raw)
-    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
-    snap = read_current(sem)
+    sem, snap = _indexed(sync_env, capsys, server.url, raw)
     assert vectors_path(sem, snap, MODEL).exists()
     # Semantic retrieval turned off: the leftover vectors stay local.
     cfg_path = sem / ".cce" / "config"
@@ -178,20 +182,13 @@ def test_push_without_semantic_publishes_no_vectors(
 def test_an_unchanged_pull_with_vectors_in_place_fetches_embeds_and_writes_nothing(
     sync_env: SyncEnv, server: EmbedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.sync.test_pull_up_to_date import tree
-
     raw = feed([("a:1", "Retry with backoff and jitter."), ("a:2", "Rotate keys monthly.")])
-    sem = _builder(sync_env, "sem", server.url, raw)
-    assert cli(capsys, "knowledge", "index", str(sem / "feed.jsonl"), "--dir", str(sem))[0] == 0
+    sem, snap = _indexed(sync_env, capsys, server.url, raw)
     assert cli(capsys, "knowledge", "push", "--dir", str(sem), "--no-lfs")[0] == 0
-    snap = read_current(sem)
-    sync_env.home("home-b")
-    cons = sync_env.root("consumer")
-    write_config(cons, "ollama", server.url)
-    args = ("knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url)
-    rc, _o, err = cli(capsys, *args)
+    cons, rc, err = _pull(sync_env, capsys, "consumer", server.url)
     assert rc == 0 and "installed published vectors" in err, err
-    before = tree(cons)
+    args = ("knowledge", "pull", "--dir", str(cons), "--corpus", "kn", "--remote", sync_env.url)
+    before = knowledge_files(cons)
     n0 = len(server.requests)
 
     # Up to date: the vectors step decides in the library (the vectors are this
@@ -201,7 +198,7 @@ def test_an_unchanged_pull_with_vectors_in_place_fetches_embeds_and_writes_nothi
     assert rc == 0 and out.startswith(f"Up to date: corpus kn@{snap}"), err
     assert "vectors" not in err
     assert len(server.requests) == n0
-    assert tree(cons) == before
+    assert knowledge_files(cons) == before
 
     # A vectors file that no longer matches the store's texts is redone by the embed
     # step (the published one is this snapshot's: not fetched again).

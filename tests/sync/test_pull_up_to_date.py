@@ -14,6 +14,7 @@ import pytest
 from tests.helpers.cce_proc import run_cce
 from tests.helpers.paths import REPO, TEST_IDENTITY
 from tests.helpers.sync import CURATED, bare_ls, feed, index
+from tests.helpers.sync import knowledge_files as tree
 from tests.helpers.sync_env import SyncEnv, cli
 
 pytestmark = pytest.mark.slow
@@ -26,17 +27,6 @@ def cce(*argv: str, cwd: Path | None = None, **env: str) -> subprocess.Completed
     full["PYTHONPATH"] = str(REPO / "src")
     full.update(env)
     return run_cce(*argv, cwd=cwd, env=full, timeout=300)
-
-
-def tree(root: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file under root/.cce/knowledge/ (lock file and search index included):
-    its bytes and mtime."""
-    kd = root / ".cce" / "knowledge"
-    return {
-        str(p.relative_to(kd)): (p.read_bytes(), p.stat().st_mtime_ns)
-        for p in sorted(kd.rglob("*"))
-        if p.is_file()
-    }
 
 
 def push(env: SyncEnv, capsys: pytest.CaptureFixture[str], corpus: str, raw: bytes) -> None:
