@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import strategies as st
 
 from cce_knowledge.engine.embed import hash_embed
 from cce_knowledge.engine.tokenizer import estimate_tokens
-from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
+from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore, save
 
 # A small vocabulary so documents and queries overlap; identifiers, digits, a
 # non-ASCII word and words that are substrings of others exercise every rule.
@@ -118,3 +120,34 @@ queries = st.one_of(
         max_size=6,
     ).map(" ".join),
 )
+
+
+SNAP = "0123456789abcdef"
+
+
+@st.composite
+def varied_stores(draw: st.DrawFn) -> KnowledgeStore:
+    """`stores` with a record's chunks scattered and one embedding empty, nudged or short
+    (snapshot SNAP)."""
+    store = draw(stores)
+    chunks = list(store.chunks)
+    if chunks and draw(st.booleans()):
+        chunks = draw(st.permutations(chunks))  # a record's chunks need not be adjacent
+    if chunks and draw(st.booleans()):
+        i = draw(st.integers(0, len(chunks) - 1))
+        how = draw(st.sampled_from(["empty", "nudged", "short"]))
+        c = chunks[i]
+        if how == "empty":
+            emb: list[float] = []
+        elif how == "nudged":
+            emb = [x + 1e-3 for x in c.embedding]
+        else:
+            emb = c.embedding[:7]
+        chunks[i] = replace(c, embedding=emb)
+    return KnowledgeStore(snapshot=SNAP, records=store.records, chunks=chunks)
+
+
+def write_store(root: Path, store: KnowledgeStore) -> Path:
+    """Save `store` under root (a SNAP store) and return its store file."""
+    save(root, store)
+    return root / ".cce" / "knowledge" / f"{SNAP}.json"

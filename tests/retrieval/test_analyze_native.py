@@ -18,9 +18,9 @@ from cce_knowledge.retrieval import analyze, analyze_native
 from cce_knowledge.retrieval import search_index as si
 from cce_knowledge.retrieval.default import LEAD_TERMS
 from cce_knowledge.store.snapshots import KnowledgeStore
+from tests.helpers.corpora import SNAP, varied_stores, write_store
 from tests.helpers.redos import growth
 from tests.helpers.sanitized import fuzz_sanitized
-from tests.retrieval.test_index_build import SNAP, _write, varied_stores
 
 MOD = analyze_native.native_module()
 needs_native = pytest.mark.skipif(
@@ -99,7 +99,7 @@ def test_the_index_is_the_same_bytes_with_or_without_the_c_analyser(
     analyze.BIGRAMS = bigrams
     try:
         with tempfile.TemporaryDirectory() as d:
-            path = _write(Path(d), store)
+            path = write_store(Path(d), store)
             fast = b"".join(si.index_parts(path, workers=1, inline_docs=inline))
             with pure_python():
                 slow = b"".join(si.index_parts(path, workers=1, inline_docs=inline))
@@ -128,7 +128,7 @@ def test_a_real_sized_store_builds_the_same_bytes(tmp_path: Path) -> None:
         for i in range(400)
     ]
     store = make_store(specs)
-    path = _write(tmp_path, KnowledgeStore(SNAP, store.records, store.chunks))
+    path = write_store(tmp_path, KnowledgeStore(SNAP, store.records, store.chunks))
     fast = b"".join(si.index_parts(path, workers=1))
     with pure_python():
         assert b"".join(si.index_parts(path, workers=1)) == fast

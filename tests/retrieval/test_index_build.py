@@ -8,42 +8,14 @@ non-reproducible embeddings.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cce_knowledge.retrieval import search_index as si
-from cce_knowledge.store.snapshots import KnowledgeStore, dumps, save
-from tests.helpers.corpora import queries, stores
-
-SNAP = "0123456789abcdef"
-
-
-@st.composite
-def varied_stores(draw: st.DrawFn) -> KnowledgeStore:
-    store = draw(stores)
-    chunks = list(store.chunks)
-    if chunks and draw(st.booleans()):
-        chunks = draw(st.permutations(chunks))  # a record's chunks need not be adjacent
-    if chunks and draw(st.booleans()):
-        i = draw(st.integers(0, len(chunks) - 1))
-        how = draw(st.sampled_from(["empty", "nudged", "short"]))
-        c = chunks[i]
-        if how == "empty":
-            emb: list[float] = []
-        elif how == "nudged":
-            emb = [x + 1e-3 for x in c.embedding]
-        else:
-            emb = c.embedding[:7]
-        chunks[i] = replace(c, embedding=emb)
-    return KnowledgeStore(snapshot=SNAP, records=store.records, chunks=chunks)
-
-
-def _write(root: Path, store: KnowledgeStore) -> Path:
-    save(root, store)
-    return root / ".cce" / "knowledge" / f"{SNAP}.json"
+from cce_knowledge.store.snapshots import KnowledgeStore, dumps
+from tests.helpers.corpora import SNAP, queries, varied_stores, write_store
 
 
 @settings(
@@ -57,7 +29,7 @@ def test_streamed_build_equals_the_in_memory_build(
 
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        path = _write(root, store)
+        path = write_store(root, store)
         want = si.build_bytes(store, workers=1)
         inline = b"".join(si.index_parts(path, inline_docs=True, workers=1))
         assert inline == want  # same format: the very same bytes
@@ -84,7 +56,7 @@ def test_parallel_streamed_build_gives_the_same_bytes(tmp_path: Path) -> None:
         for i in range(60)
     ]
     store = make_store(specs)
-    path = _write(tmp_path, store)
+    path = write_store(tmp_path, store)
     one = b"".join(si.index_parts(path, workers=1))
     two = b"".join(si.index_parts(path, workers=2))
     assert one == two
@@ -94,7 +66,7 @@ def test_store_docs_need_the_same_store_file(tmp_path: Path) -> None:
     from tests.helpers.corpora import make_store
 
     store = make_store([("r1", "retry with backoff", "Retries", None, None, [], [])])
-    path = _write(tmp_path, store)
+    path = write_store(tmp_path, store)
     built = si.build_search_index(tmp_path)
     assert built.path == si.index_path(tmp_path, SNAP) and built.size > 0
     assert si.try_open(built.path, SNAP) is not None
@@ -132,7 +104,7 @@ def _reference_hits(idx: si.SearchIndex) -> list[object]:
 
 def test_index_builds_leave_the_reference_sections_to_their_first_use(tmp_path: Path) -> None:
     store = _reference_store()
-    _write(tmp_path, store)
+    write_store(tmp_path, store)
     built = si.build_search_index(tmp_path)
     ref = si.reference_path(built.path)
     idx = si.try_open(built.path, SNAP)  # no store loader: the file must serve it all
@@ -151,7 +123,7 @@ def test_index_builds_leave_the_reference_sections_to_their_first_use(tmp_path: 
 
 def test_a_damaged_or_foreign_reference_file_is_rebuilt(tmp_path: Path) -> None:
     store = _reference_store()
-    _write(tmp_path, store)
+    write_store(tmp_path, store)
     built = si.build_search_index(tmp_path)
     ref = si.reference_path(built.path)
     want = _reference_hits(si.SearchIndex(Path("mem"), si.build_bytes(store), lambda: store))
@@ -164,7 +136,7 @@ def test_a_damaged_or_foreign_reference_file_is_rebuilt(tmp_path: Path) -> None:
 
 def test_an_unwritable_reference_path_still_serves_from_memory(tmp_path: Path) -> None:
     store = _reference_store()
-    _write(tmp_path, store)
+    write_store(tmp_path, store)
     built = si.build_search_index(tmp_path)
     ref = si.reference_path(built.path)
     ref.mkdir()  # cannot be replaced by a file (this also holds for root)
@@ -184,7 +156,7 @@ def test_default_sections_gathered_on_two_cores_give_the_same_bytes(
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        path = _write(Path(d), store)
+        path = write_store(Path(d), store)
         one = si.index_parts(path, workers=1, inline_docs=inline, with_reference=False)
         two = si.index_parts(path, workers=2, inline_docs=inline, with_reference=False)
         assert b"".join(two) == b"".join(one)
