@@ -250,7 +250,10 @@ class Driver:
         except CceError as e:
             raise StepFailed(f"signing: {self._scrub(e.message)}") from None
         if key is not None and allowed is not None:
-            if allowed.find(key.public, sshsig.NAMESPACE) is None:
+            if (
+                allowed.find(key.public, sshsig.NAMESPACE, principal=self.inp("corpus") or None)
+                is None
+            ):
                 raise StepFailed(
                     f"signing: the signing key ({key.signer}) may not sign in namespace "
                     f"`{sshsig.NAMESPACE}` according to {path}: consumers verifying with it "

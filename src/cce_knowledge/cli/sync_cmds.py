@@ -68,6 +68,7 @@ def _push_data(res: PushResult, *, dry_run: bool) -> dict[str, Any]:
         if res.signed_by is None
         else {
             "counter": res.counter,
+            "previous_ignored": res.signing_warning,
             "signed_by": res.signed_by,
             "statement_key": res.statement_key,
         },
@@ -92,6 +93,8 @@ def _push(args: argparse.Namespace) -> int:
         sign_key=args.sign_key,
     )
     emit(args, Report(lambda: res.report, lambda: _push_data(res, dry_run=args.dry_run)))
+    if res.signing_warning:
+        print(f"warning: {res.signing_warning}", file=sys.stderr)
     return 0
 
 
@@ -135,6 +138,7 @@ def _pull(args: argparse.Namespace) -> int:
         after_install=lambda snap: build_step(args.dir, snap),
         allowed_signers=args.allowed_signers,
         if_current=lambda snap: ensure_step(args.dir, snap),
+        reset_trust=args.reset_trust,
     )
     emit(args, Report(lambda: res.report, lambda: _pull_data(res)))
     report_search_build(res.search)
@@ -237,6 +241,13 @@ def register_knowledge(sub: Any) -> None:
     )
     add_remote(q)
     q.add_argument("--allowed-signers", metavar="FILE", help=_ALLOWED_HELP)
+    q.add_argument(
+        "--reset-trust",
+        action="store_true",
+        help="replace this root's rollback floor for the corpus with the snapshot pulled now "
+        "(still verified under allowed signers): the recovery from an unusable or poisoned "
+        "floor (docs/security.md)",
+    )
     add_dir(q)
     add_json(q)
     add_quiet(q)

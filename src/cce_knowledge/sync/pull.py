@@ -57,6 +57,7 @@ from cce_knowledge.sync.remote import Remote, resolve_remote
 from cce_knowledge.sync.signing import (
     SignatureRefused,
     Verified,
+    check_reset,
     load_allowed,
     raise_floor,
     read_floor,
@@ -476,6 +477,7 @@ def pull_corpus(
     after_install: Callable[[str], SearchBuild] | None = None,
     if_current: Callable[[str], SearchBuild] | None = None,
     allowed_signers: str | None = None,
+    reset_trust: bool = False,
 ) -> PullResult:
     """Install a corpus snapshot (default: the remote `current`) into `root`.
 
@@ -495,7 +497,9 @@ def pull_corpus(
     `allowed_signers` (else `knowledge.sync.allowed_signers`): an OpenSSH allowed_signers
     file; with one, only a snapshot whose statement an allowed key signed, which matches
     the artifact and is not older than the one accepted before is installed (signing.py);
-    any refusal raises SignatureRefused and leaves the installed store untouched."""
+    any refusal raises SignatureRefused and leaves the installed store untouched.
+    `reset_trust`: the snapshot verified now replaces the corpus's rollback floor,
+    whatever it was (the documented recovery from a poisoned floor)."""
     try:
         corpus_id = K.check_corpus_id(K.resolve_corpus_id(settings, corpus))
     except SyncError as unset:
@@ -512,9 +516,10 @@ def pull_corpus(
     if snapshot is not None:
         K.check_snapshot_arg(snapshot)
     allowed = load_allowed(root, allowed_signers, settings.knowledge.sync.allowed_signers)
+    check_reset(reset_trust, allowed)
 
     def up_to_date(snap: str, artifact: str | None) -> bool:
-        if force or not is_installed(root, corpus_id, snap, artifact):
+        if force or reset_trust or not is_installed(root, corpus_id, snap, artifact):
             return False
         # Under allowed signers only a snapshot accepted here (the newest verified
         # statement names it) counts: one installed unverified is verified now.
@@ -530,6 +535,7 @@ def pull_corpus(
     source: bytes | Path = fetched
     warnings: list[str] = []
     signed_by = _unverified_signer(signed, warnings) if allowed is None else None
+    warnings += allowed.skipped if allowed is not None else ()
     # One writer per root: a concurrent pull's cleanup must not delete what this one
     # installs, nor the other way round (index and `sync pull --all` take it too).
     with writer_lock(root, "knowledge pull"):
@@ -548,20 +554,25 @@ def pull_corpus(
                     corpus_id=corpus_id,
                     snapshot=snapshot,
                     artifact_sha256=sha256_of(data),
-                    floor=read_floor(root, corpus_id),
+                    floor=None if reset_trust else read_floor(root, corpus_id),
                 )
 
             def record() -> None:
                 # Before `current` moves: a failure here leaves the old store active.
                 try:
-                    record_installed(root, signed.statement, signed.signature)
+                    record_installed(root, signed.statement, signed.signature, verified)
                     if verified is not None:
-                        raise_floor(root, verified.statement)
+                        raise_floor(root, verified.statement, reset=reset_trust)
                 except OSError as e:
                     raise SyncError(f"could not record the snapshot's signed statement: {e}") from e
 
             manifest, path, installed = _import_and_install(
                 root, key, data, corpus_id, snapshot, record
+            )
+        if reset_trust and verified is not None:
+            warnings.append(
+                f"--reset-trust: {corpus_id}@{snapshot} (counter {verified.statement.counter}) "
+                "is now this root's rollback floor"
             )
         try:
             write_pulled_from(root, corpus_id, rem.display, artifact)

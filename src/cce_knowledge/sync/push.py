@@ -23,6 +23,7 @@ from cce_knowledge.store.snapshots import (
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.accelerator import chunk_digests, export_slices
+from cce_knowledge.sync.allowed_signers import AllowedSigners
 from cce_knowledge.sync.cck import (
     PHASE_A_REFUSAL,
     CckManifest,
@@ -34,17 +35,18 @@ from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
 from cce_knowledge.sync.remote import Remote, resolve_remote
 from cce_knowledge.sync.signing import (
     SigningKey,
+    load_allowed,
     load_signing_key,
-    next_counter,
+    new_statement,
     previous_counter,
     sha256_of,
     sign_statement,
 )
+from cce_knowledge.sync.sshsig import MAX_SIG_BYTES
 from cce_knowledge.sync.statement import (
     MAX_BYTES as STATEMENT_MAX_BYTES,
 )
 from cce_knowledge.sync.statement import (
-    Statement,
     is_statement_key,
     signature_key,
     snapshot_of,
@@ -102,6 +104,8 @@ class PushResult:
     #: the signed statement's key and counter (ours; None when unsigned)
     statement_key: str | None = None
     counter: int | None = None
+    #: why the remote's current statement did not give the counter (unverified), if so
+    signing_warning: str | None = None
     report: str = ""
 
 
@@ -281,7 +285,8 @@ def push_corpus(
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
-        _publish(cache, root, out, res, use_lfs, key, _vector_model(settings))
+        allowed = _publisher_allowed(root, settings) if key is not None else None
+        _publish(cache, root, out, res, use_lfs, key, _vector_model(settings), allowed)
         _retain(cache, res, policy)
         res.report = success_report(res, policy)
     return res
@@ -328,6 +333,7 @@ def _publish(
     use_lfs: bool,
     key: SigningKey | None = None,
     vector_model: str | None = None,
+    allowed: AllowedSigners | None = None,
 ) -> None:
     """The one publish commit: artifact, `current`, corpus.json, the vectors of
     `vector_model` (the configured embedding model) if there are any and, with a
@@ -343,7 +349,7 @@ def _publish(
     ]
     entries += _vector_entries(cache, root, res, use_lfs, vector_model)
     if key is not None:
-        entries += _signed_entries(cache, out, res, entries[3:], key)
+        entries += _signed_entries(cache, out, res, entries[3:], key, allowed)
     for k, _ in entries:
         K.check_write_key(k, corpus_id)
     # An unchanged re-publish (guard: same key, same checksum on the remote) only
@@ -351,6 +357,15 @@ def _publish(
     same = frozenset({res.key}) if res.guard == "unchanged" else frozenset()
     cache.put_many(entries, _publish_message(res, bool(same)), keep_if_present=same, label="push")
     res.published = True
+
+
+def _publisher_allowed(root: str | os.PathLike[str], settings: Settings) -> AllowedSigners | None:
+    """The publisher's configured allowed signers, to verify a statement signed by
+    another (rotated) key; an unreadable file only narrows that to this key."""
+    try:
+        return load_allowed(root, None, settings.knowledge.sync.allowed_signers)
+    except CceError:
+        return None
 
 
 def _vector_model(settings: Settings) -> str | None:
@@ -386,6 +401,7 @@ def _signed_entries(
     res: PushResult,
     vectors: list[tuple[str, bytes]],
     key: SigningKey,
+    allowed: AllowedSigners | None = None,
 ) -> list[tuple[str, bytes]]:
     """The statement and its signature, beside the artifact (docs/cache.md)."""
     corpus_id = res.corpus_id
@@ -394,19 +410,24 @@ def _signed_entries(
     if cache.has(ptr):
         remote_snap = cache.read_text(ptr)
         if K.is_snapshot_id(remote_snap):
+            where = statement_key(corpus_id, remote_snap)
             try:
-                data = cache.read_small(statement_key(corpus_id, remote_snap), STATEMENT_MAX_BYTES)
+                data = cache.read_small(where, STATEMENT_MAX_BYTES)
+                sig = cache.read_small(signature_key(corpus_id, remote_snap), MAX_SIG_BYTES)
             except CceError:
-                data = None  # a hostile or broken statement only loses its counter
-            previous = previous_counter(data)
-    st = Statement(
+                data = sig = None  # a hostile or broken statement only loses its counter
+            # Only a verified statement's counter counts (issue 34: counter poisoning).
+            previous, res.signing_warning = previous_counter(
+                data, sig, key=key, allowed=allowed, corpus_id=corpus_id, where=where
+            )
+    st = new_statement(
         corpus_id=corpus_id,
         snapshot=res.snapshot,
         cck_sha256=sha256_of(out.data),
         cck_checksum=out.manifest.checksum,
         cck_size=len(out.data),
         published_at=res.pushed_at or utc_now(),
-        counter=next_counter(previous),
+        previous=previous,
         vectors={k: sha256_of(d) for k, d in vectors},
     )
     st_bytes, sig_bytes = sign_statement(key, st)

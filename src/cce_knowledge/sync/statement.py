@@ -15,12 +15,20 @@ One line of canonical JSON (sorted keys, compact, UTF-8, one LF):
 the previous statement's, so a consumer can refuse an older one (rollback). The
 parser is strict and bounded: anything but the canonical bytes of a valid statement
 is refused, so the bytes that were signed are exactly the meaning that is checked.
+
+A valid statement's counter is also plausible: at most MAX_AHEAD seconds past its own
+`published_at` (a counter is the publish time, or one more than the previous counter
+when several publishes share a second), and `published_at` is a real UTC time. A counter
+near 2^63 can therefore never be signed or accepted: one such statement would otherwise
+become every consumer's rollback floor and refuse all later publishes (issue 34).
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +39,9 @@ SCHEMA = "cce.knowledgestatement/v1"
 MAX_BYTES = 64 * 1024
 MAX_VECTORS = 64
 MAX_COUNTER = 2**63 - 1
+#: How far a counter may run ahead of its statement's publish time, and a publish time
+#: ahead of the reader's clock (clock skew between a CI runner and a laptop), in seconds.
+MAX_AHEAD = 86_400
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _KEYS = {"cck", "corpus_id", "counter", "published_at", "schema", "snapshot", "vectors"}
@@ -101,6 +112,25 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNTER
 
 
+def epoch_of(published_at: str) -> int:
+    """`YYYY-MM-DDTHH:MM:SSZ` as Unix seconds; ValueError for an impossible date."""
+    return calendar.timegm(time.strptime(published_at, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def implausible(st: Statement) -> str | None:
+    """Why the statement's counter or time cannot be a real publish's, else None."""
+    try:
+        published = epoch_of(st.published_at)
+    except ValueError:
+        return f"published_at {st.published_at} is not a real time"
+    if st.counter > published + MAX_AHEAD:
+        return (
+            f"its counter {st.counter} is implausible: more than {MAX_AHEAD // 3600} hours past "
+            f"its own publish time {st.published_at} (counters follow the publish clock)"
+        )
+    return None
+
+
 def parse(data: bytes, where: str = "statement") -> Statement:
     """Strict: size-bounded, canonical bytes only, every field typed and checked."""
     if len(data) > MAX_BYTES:
@@ -150,4 +180,7 @@ def parse(data: bytes, where: str = "statement") -> Statement:
     )
     if st.to_bytes() != data:
         raise StatementError(f"{where}: not in canonical form")
+    why = implausible(st)
+    if why is not None:
+        raise StatementError(f"{where}: {why}")
     return st
