@@ -66,7 +66,7 @@ def key(tmp_path: Path) -> Path:
 @pytest.fixture
 def allowed(tmp_path: Path, key: Path) -> Path:
     p = tmp_path / "allowed_signers"
-    p.write_text(allowed_line(key, "ci@example.com"))
+    p.write_text(allowed_line(key, "ci@example.com,kn"))
     return p
 
 
@@ -141,7 +141,7 @@ def test_a_statement_signed_by_ssh_keygen_is_accepted_by_pull(
                        "--dir", str(cons), "--allowed-signers", str(allowed))  # fmt: skip
     assert rc == 0, err
     assert (
-        "  signed   : by ci@example.com (ED25519 SHA256:" in out and "(verified, counter 5)" in out
+        "  signed   : by ci@example.com,kn (ED25519 SHA256:" in out and "(verified, counter 5)" in out
     )
 
 
@@ -158,23 +158,23 @@ def test_pull_verifies_and_status_doctor_verify_show_the_signer(
     assert rc == 0, err
     sig = json.loads(out)["signature"]
     assert sig["verified"] is True and sig["signed_by"].startswith(
-        "ci@example.com (ED25519 SHA256:"
+        "ci@example.com,kn (ED25519 SHA256:"
     )
     # Configured rather than passed: status verifies, --json carries signer and time.
     (cons / ".cce" / "config").write_text(f"knowledge:\n  sync:\n    allowed_signers: {allowed}\n")
     rc, out, _ = cli(capsys, "knowledge", "status", "--dir", str(cons), "--offline", "--json")
     assert rc == 0
     s = json.loads(out)["signature"]
-    assert s["state"] == "verified" and s["signer"].startswith("ci@example.com (ED25519")
+    assert s["state"] == "verified" and s["signer"].startswith("ci@example.com,kn (ED25519")
     assert s["published_at"] == sig["published_at"] and s["counter"] == sig["counter"]
     rc, out, _ = cli(capsys, "knowledge", "status", "--dir", str(cons), "--offline")
-    assert "  signature      : signed by ci@example.com (ED25519" in out
+    assert "  signature      : signed by ci@example.com,kn (ED25519" in out
     assert f"at {sig['published_at']} (verified)" in out
     rc, out, _ = cli(capsys, "doctor", "--dir", str(cons))
     assert "  ok        pulled snapshot signed by ci@example.com" in out
     rc, out, err = cli(capsys, "sync", "verify", "--checksum-only", "--dir", str(cons))
     assert rc == 0, err
-    assert "  signed by ci@example.com (ED25519" in out
+    assert "  signed by ci@example.com,kn (ED25519" in out
     # The statement no longer matches the installed snapshot: verify and doctor fail.
     kd = cons / ".cce" / "knowledge"
     (kd / "statement.json.sig").write_bytes(b"garbage")
@@ -455,7 +455,7 @@ def test_a_flipped_bit_in_the_artifact_is_refused(
 
 def _flip_and_pull(tmp: Path, url: str, pos: int, bit: int) -> None:
     k = make_key(tmp, "ed25519", "k")
-    (tmp / "allowed").write_text(allowed_line(k, "ci@example.com"))
+    (tmp / "allowed").write_text(allowed_line(k, "ci@example.com,kn"))
     prod = tmp / "p"
     index(prod, feed(["kn:1", "kn:2"]))
     from cce_knowledge.sync.push import push_corpus
