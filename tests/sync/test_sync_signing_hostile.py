@@ -334,6 +334,7 @@ def test_ssh_keygen_and_cce_agree_on_the_mixed_file_and_on_principals(
     snap, st = _current_statement(env)
     (tmp_path / "st").write_bytes(st)
     (tmp_path / "st.sig").write_bytes(bare_file(env.bare, f"{P}/{snap}.statement.json.sig") or b"")
+    assert SSH_KEYGEN is not None
     extra = [ln for ln in _unverified_lines(tmp_path) if "ssh-dss" not in ln]
     for principals, accepted in (("kn", True), ("k*", True), ("a,kn", True), ("other-*", False),
                                  ("ci@example.com", False), ("*,!kn", False)):  # fmt: skip
