@@ -17,7 +17,6 @@ import pytest
 
 from cce_knowledge.sync import allowed_signers as AS
 from cce_knowledge.sync import sshsig
-from cce_knowledge.sync.signing import new_statement
 from cce_knowledge.sync.sshsig import SigningError
 from cce_knowledge.sync.statement import MAX_COUNTER, Statement, StatementError
 from cce_knowledge.sync.statement import parse as parse_statement
@@ -153,6 +152,8 @@ def test_an_implausible_statement_is_refused_by_pull_even_when_signed(
 
 
 def test_push_never_signs_what_pull_would_refuse() -> None:
+    from cce_knowledge.sync.signing import new_statement
+
     kw = dict(corpus_id="kn", snapshot="0123456789abcdef", cck_sha256="a" * 64,
               cck_checksum="b" * 64, cck_size=1, published_at="2026-07-01T00:00:00Z",
               vectors={})  # fmt: skip
