@@ -709,7 +709,7 @@ def test_signing_key_and_allowed_signers_inputs(h: Harness) -> None:
     stranger = make_key(h.tmp, "ed25519", "stranger")
     text = key.read_text()
     body = "".join(text.strip().split("\n")[1:-1])
-    (h.tmp / "allowed").write_text(allowed_line(key, "ci@example.com"))
+    (h.tmp / "allowed").write_text(allowed_line(key, f"ci@example.com,{CORPUS}"))
     (h.tmp / "strangers").write_text(allowed_line(stranger, "x@example.com"))
     h.make_repo([ACT_DIR / "workflows" / "push-only.yml", ACT_DIR / "workflows" / "pull-only.yml"])
     inputs = {"feed": "fixtures/feed-v1.jsonl", "corpus": CORPUS, "remote": h.remote}

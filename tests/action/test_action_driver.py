@@ -531,7 +531,11 @@ def test_driver_signs_with_the_key_input_and_checks_it_against_allowed_signers(
     assert "consumers verifying with it would refuse this publish" in p.stderr
     assert subprocess.run(["git", "for-each-ref"], cwd=bare, capture_output=True,
                           text=True).stdout == ""  # fmt: skip
+    # Listed, but its principals do not name the corpus (issue 34): refused too.
     (tmp_path / "root" / "allowed").write_text(allowed_line(key, "ci@example.com"))
+    p = _run_driver(tmp_path, feed=feed, signing_key=text, allowed_signers="allowed", **common)
+    assert p.returncode == 1 and "publish corpus `c1`" in p.stderr, p.stderr
+    (tmp_path / "root" / "allowed").write_text(allowed_line(key, "ci@example.com,c1"))
     p = _run_driver(tmp_path, feed=feed, signing_key=text, allowed_signers="allowed", **common)
     assert p.returncode == 0, p.stdout + p.stderr
     names = subprocess.run(["git", "ls-tree", "-r", "--name-only", "main"], cwd=bare,

@@ -250,14 +250,21 @@ class Driver:
         except CceError as e:
             raise StepFailed(f"signing: {self._scrub(e.message)}") from None
         if key is not None and allowed is not None:
-            if (
-                allowed.find(key.public, sshsig.NAMESPACE, principal=self.inp("corpus") or None)
-                is None
-            ):
+            corpus = self.inp("corpus") or None
+            if allowed.find(key.public, sshsig.NAMESPACE) is None:
                 raise StepFailed(
                     f"signing: the signing key ({key.signer}) may not sign in namespace "
                     f"`{sshsig.NAMESPACE}` according to {path}: consumers verifying with it "
                     "would refuse this publish. Add the key's line, or use the listed key."
+                )
+            if (
+                corpus is not None
+                and allowed.find(key.public, sshsig.NAMESPACE, principal=corpus) is None
+            ):
+                raise StepFailed(
+                    f"signing: no line of {path} lets the signing key ({key.signer}) publish "
+                    f"corpus `{corpus}`: consumers verifying with it would refuse this publish. "
+                    f"Add the corpus to the principals of the key's line (e.g. `{corpus}` or `*`)."
                 )
 
     def _push_args(self) -> list[str]:
