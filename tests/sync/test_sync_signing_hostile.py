@@ -258,14 +258,22 @@ def test_match_pattern_agrees_with_a_glob_regex() -> None:
         assert AS.match_pattern(v, p) == (re.fullmatch(rx, v, re.DOTALL) is not None), (v, p)
 
 
+def _name(i: int) -> str:
+    """A distinct option-like name for each i (letters only)."""
+    out = ""
+    while True:
+        out += "abcdefghijklmnopqrstuvwxyz"[i % 26]
+        i //= 26
+        if not i:
+            return out
+
+
 def test_many_options_on_one_line_parse_in_linear_time() -> None:
     """Options used to be matched on a fresh slice of the rest of the line: quadratic."""
 
     def build(n: int) -> str:
-        # distinct unknown names: parsed one by one until the first is refused
-        return (
-            "p " + ",".join(f"a{'b' * (i % 7)}" for i in range(n // 4)) + ",frob ssh-ed25519 AAAA"
-        )
+        # distinct unknown names: the old parser read them all before refusing one
+        return "p " + ",".join(_name(i) for i in range(n // 6)) + ",frob ssh-ed25519 AAAA"
 
     def parse(line: str) -> None:
         try:
