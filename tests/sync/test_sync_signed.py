@@ -141,7 +141,8 @@ def test_a_statement_signed_by_ssh_keygen_is_accepted_by_pull(
                        "--dir", str(cons), "--allowed-signers", str(allowed))  # fmt: skip
     assert rc == 0, err
     assert (
-        "  signed   : by ci@example.com,kn (ED25519 SHA256:" in out and "(verified, counter 5)" in out
+        "  signed   : by ci@example.com,kn (ED25519 SHA256:" in out
+        and "(verified, counter 5)" in out
     )
 
 

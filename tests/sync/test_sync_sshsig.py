@@ -284,7 +284,9 @@ def signed(keys: dict[str, Path]) -> tuple[bytes, bytes]:
 def allowed_ed(
     keys: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> AS.AllowedSigners:
-    return _allowed(tmp_path_factory.mktemp("as"), allowed_line(keys["ed25519"], "ci@example.com,c1"))
+    return _allowed(
+        tmp_path_factory.mktemp("as"), allowed_line(keys["ed25519"], "ci@example.com,c1")
+    )
 
 
 def _verify(
