@@ -18,7 +18,7 @@ from cce_knowledge.core.errors import ExtractError
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_Base):  # type: ignore[misc]
+class _Loader(_Base):
     """The safe loader, with scalar values it cannot build turned into YAML errors at
     their node: PyYAML's constructors raise a bare ValueError (an int over Python's 4,300
     digits, `date: 2026-02-30`), which named no file and lost the whole tree's feed."""
