@@ -1,34 +1,37 @@
 """Hidden text: what a reader of rendered Markdown never sees but a model reads.
 
-A corpus carries text written by strangers into coding agents. Four kinds of it are
-invisible where people read it (GitHub, a docs site) and still reach a model:
+A corpus carries text written by strangers into coding agents. These are invisible
+where people read it (GitHub, a docs site) and still reach a model:
 
-- HTML comments (`<!-- … -->`) outside code: Markdown renderers drop them;
-- Unicode tag characters U+E0000–E007F ("ASCII smuggling": each one mirrors an ASCII
-  character and renders as nothing);
-- bidi embedding, override and isolate controls (U+202A–202E, U+2066–2069), which
-  reorder what is shown ("Trojan Source");
-- zero-width spaces and word joiners (U+200B, U+2060, U+FEFF), and a zero-width
-  joiner or non-joiner (U+200D, U+200C) that joins nothing.
+- HTML comments (`<!-- … -->`) outside code, in inline text or in an HTML block;
+- link reference definitions to nowhere (`[//]: # (…)`, `[comment]: <> (…)`), the
+  Markdown comment idiom: no definition is ever shown;
+- Default_Ignorable_Code_Point characters: Unicode tag characters ("ASCII
+  smuggling"), bidi controls and marks ("Trojan Source"), zero-width spaces and
+  joiners, variation selectors in runs (bytes smuggled one per selector), fillers
+  (U+00AD, U+115F, U+3164, …) and invisible operators (U+2061–2064).
 
-`sanitize` removes them and counts what it removed. What stays:
+`sanitize` removes them and counts what it removed. Code spans, fenced and indented
+code, HTML blocks and link reference definitions are recognised by tree-sitter-markdown's
+block and inline grammars, as CommonMark reads them: a backslash-escaped backtick opens
+no code span, a backtick inside a tag's attribute is the tag's, a comment in an HTML
+block is hidden whatever else the block holds. What stays:
 
-- an HTML comment inside a fenced code block or a code span is shown as text: kept;
+- an HTML comment inside code is shown as text: kept; so is an unclosed `<!--` inside a
+  paragraph (CommonMark shows it), while one that starts a line opens an HTML block that
+  hides the rest of the document: removed to the end;
 - ZWJ and ZWNJ between two non-ASCII letters, marks or symbols (emoji sequences such
-  as 👨‍👩‍👧, Persian می‌خواهم, Devanagari conjuncts) are how those scripts are
-  written: kept.
+  as 👨‍👩‍👧, Persian می‌خواهم, Devanagari conjuncts), and one variation selector right after
+  the character it varies (❤️, 1️⃣, an ideographic variation sequence) are how those
+  scripts are written: kept.
 
 Invisible characters are removed inside code too: a bidi override in a code block is
 the Trojan Source attack itself, and tag characters render as nothing anywhere.
 
-Conservative where Markdown is ambiguous: an unclosed `<!--` outside code hides the
-rest of the document in a CommonMark HTML block, so it is removed to the end; a
-comment's end is searched past blank lines and fences (text in between is lost rather
-than possibly hidden). Indented code is not recognised (a list item's continuation
-looks the same): a comment there is removed.
-
-Linear time: plain `str.find` scans and one character-class regex, no backtracking.
-A text without hidden content is returned unchanged (the same object).
+Linear time: tree-sitter's parsers, `str.find` scans and one character-class regex. An
+inline run with backticks inside many tags (where the inline grammar goes quadratic) is
+read conservatively instead: every comment in it removed. A text without hidden content
+is returned unchanged (the same object).
 """
 
 from __future__ import annotations
