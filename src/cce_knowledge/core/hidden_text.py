@@ -196,7 +196,7 @@ _CODE_BLOCKS = frozenset({"fenced_code_block", "indented_code_block"})
 _COMMENT_DESTINATIONS = (b"#", b"<>")
 #: backticks x `<` in one inline run past which it is not handed to the inline grammar
 _INLINE_WORK_MAX = 200_000
-_MAYBE_REF = re.compile(r"\]:\s*(?:#|<>)")
+_MAYBE_REF = re.compile(r"\]:\s*(?:#|<>)(?:\s|$)")
 
 
 def _parsers_pair() -> tuple[Parser, Parser]:
