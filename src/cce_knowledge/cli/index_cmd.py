@@ -1,4 +1,5 @@
-"""`cce knowledge index FEED [--dir ROOT] [--manifest PATH] [--chunk-policy FILE] [--jobs N]`.
+"""`cce knowledge index FEED [--dir ROOT] [--manifest PATH] [--chunk-policy FILE] [--jobs N]
+[--on-bad-record skip|fail]`.
 
 Light at import: the handler imports the engine (tree-sitter) only when it runs.
 
@@ -45,6 +46,14 @@ size fallback, own-chunk / skip / merge-up sections by heading text. Every other
 record goes through the reference chunker byte for byte, so a policy that selects
 nothing changes nothing. A bad policy is a usage error (exit 2) naming the file and
 the JSON path, before anything is read or written (docs/chunk-policies.md).
+
+One record may cost only so much: at most 64 + one chunk per 64 of its bytes, 64 KiB +
+4x its bytes of heading breadcrumbs (each chunk's name repeats its enclosing headings'
+text), and 256 KiB + 32x its bytes of store. A record past a bound (a hostile issue of
+200,000 `## h` lines, or a 1 MiB title over 1,500 headings) is left out with a warning
+naming FILE:LINE and the reason, and counted (--on-bad-record skip, the default: one
+stranger's issue must not stop an organisation's nightly corpus), or refuses the feed
+(--on-bad-record fail). Ordinary records come nowhere near (docs/security.md).
 
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
@@ -94,8 +103,18 @@ def register_knowledge(sub: Any) -> None:
         "--max-record-bytes",
         type=int,
         metavar="N",
-        help="refuse a record (feed line) longer than N bytes; each costs ~36x its size in "
-        "memory (default 8388608 = 8 MiB)",
+        help="refuse a record (feed line) longer than N bytes; parsing one takes up to "
+        "~300x its size in memory when it is all markup, ~36x for prose (default 8388608 = "
+        "8 MiB)",
+    )
+    p.add_argument(
+        "--on-bad-record",
+        choices=("skip", "fail"),
+        default="skip",
+        help="a record whose chunks would cost past its bounds (chunks, breadcrumb bytes, "
+        "store bytes, in proportion to its size): skip (the default) leaves it out with a "
+        "warning naming FILE:LINE and a count, so one hostile issue cannot stop a nightly "
+        "build; fail refuses the feed",
     )
     p.add_argument(
         "--jobs",
@@ -128,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         max_record_bytes=args.max_record_bytes,
         after_save=lambda snap: build_step(args.dir, snap),
         chunk_policy=policy,
+        on_bad_record=args.on_bad_record,
     )
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:
@@ -135,11 +155,14 @@ def run(args: argparse.Namespace) -> int:
     lines += [
         f"  records   : {out.records}",
         f"  chunks    : {out.chunks}",
+        *([f"  left out  : {len(out.refused)} (past their cost bounds)"] if out.refused else []),
         *([f"  policy    : {policy.origin}"] if policy is not None else []),
         f"  snapshot  : {out.snapshot}",
         f"  store     : {out.store_display}",
     ]
     print("\n".join(lines))
+    for line, reason in out.refused:
+        print(f"warning: {args.feed}:{line}: record left out: {reason}", file=sys.stderr)
     report_search_build(out.search)
     if out.records == 0:
         # Valid (the reference accepts it), but rarely meant: an adapter that failed

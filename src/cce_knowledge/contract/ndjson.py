@@ -341,6 +341,16 @@ def parse_feed(text: str) -> list[KnowledgeRecord]:
     return out
 
 
+def parse_feed_numbered(text: str) -> list[tuple[int, KnowledgeRecord]]:
+    """`parse_feed`, each record with its 1-based line number."""
+    out: list[tuple[int, KnowledgeRecord]] = []
+    for n, r in iter_feed(text):
+        if isinstance(r, FeedLineError):
+            raise ContractError(r.contract_message())
+        out.append((n, r))
+    return out
+
+
 def parse_feed_located(text: str, file: str) -> list[KnowledgeRecord]:
     """`parse_feed` for a named file: the first bad line raises a ContractError that
     names the file, the line and the field (`FeedLineError.located_message`)."""

@@ -1,34 +1,37 @@
 """Hidden text: what a reader of rendered Markdown never sees but a model reads.
 
-A corpus carries text written by strangers into coding agents. Four kinds of it are
-invisible where people read it (GitHub, a docs site) and still reach a model:
+A corpus carries text written by strangers into coding agents. These are invisible
+where people read it (GitHub, a docs site) and still reach a model:
 
-- HTML comments (`<!-- … -->`) outside code: Markdown renderers drop them;
-- Unicode tag characters U+E0000–E007F ("ASCII smuggling": each one mirrors an ASCII
-  character and renders as nothing);
-- bidi embedding, override and isolate controls (U+202A–202E, U+2066–2069), which
-  reorder what is shown ("Trojan Source");
-- zero-width spaces and word joiners (U+200B, U+2060, U+FEFF), and a zero-width
-  joiner or non-joiner (U+200D, U+200C) that joins nothing.
+- HTML comments (`<!-- … -->`) outside code, in inline text or in an HTML block;
+- link reference definitions to nowhere (`[//]: # (…)`, `[comment]: <> (…)`), the
+  Markdown comment idiom: no definition is ever shown;
+- Default_Ignorable_Code_Point characters: Unicode tag characters ("ASCII
+  smuggling"), bidi controls and marks ("Trojan Source"), zero-width spaces and
+  joiners, variation selectors in runs (bytes smuggled one per selector), fillers
+  (U+00AD, U+115F, U+3164, …) and invisible operators (U+2061–2064).
 
-`sanitize` removes them and counts what it removed. What stays:
+`sanitize` removes them and counts what it removed. Code spans, fenced and indented
+code, HTML blocks and link reference definitions are recognised by tree-sitter-markdown's
+block and inline grammars, as CommonMark reads them: a backslash-escaped backtick opens
+no code span, a backtick inside a tag's attribute is the tag's, a comment in an HTML
+block is hidden whatever else the block holds. What stays:
 
-- an HTML comment inside a fenced code block or a code span is shown as text: kept;
+- an HTML comment inside code is shown as text: kept; so is an unclosed `<!--` inside a
+  paragraph (CommonMark shows it), while one that starts a line opens an HTML block that
+  hides the rest of the document: removed to the end;
 - ZWJ and ZWNJ between two non-ASCII letters, marks or symbols (emoji sequences such
-  as 👨‍👩‍👧, Persian می‌خواهم, Devanagari conjuncts) are how those scripts are
-  written: kept.
+  as 👨‍👩‍👧, Persian می‌خواهم, Devanagari conjuncts), and one variation selector right after
+  the character it varies (❤️, 1️⃣, an ideographic variation sequence) are how those
+  scripts are written: kept.
 
 Invisible characters are removed inside code too: a bidi override in a code block is
 the Trojan Source attack itself, and tag characters render as nothing anywhere.
 
-Conservative where Markdown is ambiguous: an unclosed `<!--` outside code hides the
-rest of the document in a CommonMark HTML block, so it is removed to the end; a
-comment's end is searched past blank lines and fences (text in between is lost rather
-than possibly hidden). Indented code is not recognised (a list item's continuation
-looks the same): a comment there is removed.
-
-Linear time: plain `str.find` scans and one character-class regex, no backtracking.
-A text without hidden content is returned unchanged (the same object).
+Linear time: tree-sitter's parsers, `str.find` scans and one character-class regex. An
+inline run with backticks inside many tags (where the inline grammar goes quadratic) is
+read conservatively instead: every comment in it removed. A text without hidden content
+is returned unchanged (the same object).
 """
 
 from __future__ import annotations
@@ -38,12 +41,21 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-#: Every character the character pass looks at (ZWJ/ZWNJ may stay, see `_keep_joiner`).
+import tree_sitter_markdown
+from tree_sitter import Language, Node, Parser
+
+#: Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt, Unicode 15.1):
+#: characters a renderer shows as nothing. The character pass looks at every one; the
+#: joiners and variation selectors that do their job stay (`_kept`).
 _CHARS = re.compile(
-    "[\u200b\u200c\u200d\u202a-\u202e\u2060\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
 _ZWNJ, _ZWJ = "\u200c", "\u200d"
 _JOINABLE = ("L", "M")
+#: Emoji presentation selectors may follow a keycap's ASCII base (`1\ufe0f\u20e3`).
+_KEYCAP = frozenset("0123456789#*")
 _OPEN, _CLOSE = "<!--", "-->"
 #: Comment passes before the fallback (each pass is linear; see `sanitize`).
 _MAX_PASSES = 3
@@ -51,13 +63,23 @@ _MAX_PASSES = 3
 _NEUTRAL_OPEN = "&lt;!--"
 
 
+def _is_selector(cp: int) -> bool:
+    return (
+        0xFE00 <= cp <= 0xFE0F or 0xE0100 <= cp <= 0xE01EF or cp in (0x180B, 0x180C, 0x180D, 0x180F)
+    )
+
+
 def kind_of(cp: int) -> str:
     """The family of a removed code point, as counts name it."""
     if 0xE0000 <= cp <= 0xE007F:
         return "tag"
-    if 0x202A <= cp <= 0x202E or 0x2066 <= cp <= 0x2069:
+    if 0x202A <= cp <= 0x202E or 0x2066 <= cp <= 0x2069 or cp in (0x200E, 0x200F, 0x061C):
         return "bidi"
-    return "zero-width"
+    if _is_selector(cp):
+        return "selector"
+    if cp in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF):
+        return "zero-width"
+    return "invisible"
 
 
 @dataclass(slots=True)
@@ -66,17 +88,21 @@ class Removed:
 
     comments: int = 0
     chars: dict[int, int] = field(default_factory=dict)  # code point → count
+    #: link reference definitions to nowhere (`[//]: # (…)`), Markdown's comment idiom
+    refs: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.comments or self.chars)
+        return bool(self.comments or self.chars or self.refs)
 
     def add(self, other: Removed) -> None:
         self.comments += other.comments
+        self.refs += other.refs
         for cp, n in other.chars.items():
             self.chars[cp] = self.chars.get(cp, 0) + n
 
     def by_kind(self) -> dict[str, int]:
-        out = {"comments": self.comments, "tag": 0, "bidi": 0, "zero-width": 0}
+        out = {"comments": self.comments, "refs": self.refs, "tag": 0, "bidi": 0}
+        out.update({"zero-width": 0, "selector": 0, "invisible": 0})
         for cp, n in self.chars.items():
             out[kind_of(cp)] += n
         return {k: v for k, v in out.items() if v}
@@ -85,9 +111,12 @@ class Removed:
         """`2 HTML comments, 14 tag characters, 1 bidi control, 3 zero-width characters`."""
         words = {
             "comments": ("HTML comment", "HTML comments"),
+            "refs": ("link-reference comment", "link-reference comments"),
             "tag": ("tag character", "tag characters"),
             "bidi": ("bidi control", "bidi controls"),
             "zero-width": ("zero-width character", "zero-width characters"),
+            "selector": ("variation selector", "variation selectors"),
+            "invisible": ("other invisible character", "other invisible characters"),
         }
         return ", ".join(
             f"{n} {words[k][0] if n == 1 else words[k][1]}" for k, n in self.by_kind().items()
@@ -99,15 +128,39 @@ class Removed:
 
 
 def _joinable(ch: str) -> bool:
-    if ch < "\x80":
+    """A non-ASCII letter, mark or symbol that is not itself ignorable."""
+    if ch < "\x80" or _CHARS.match(ch):
         return False
     cat = unicodedata.category(ch)
     return cat[0] in _JOINABLE or cat in ("So", "Sk")
 
 
+def _keep_selector(s: str, i: int) -> bool:
+    """A variation selector at `s[i]` right after the character it varies (a non-ASCII
+    letter or symbol, or a keycap's base for U+FE0E/FE0F); a second one, or one after
+    anything else, selects nothing (a run of them is how bytes are smuggled)."""
+    if i == 0:
+        return False
+    prev = s[i - 1]
+    return _joinable(prev) or (s[i] in "\ufe0e\ufe0f" and prev in _KEYCAP)
+
+
 def _keep_joiner(s: str, i: int) -> bool:
-    """A ZWJ/ZWNJ at `s[i]` joins two non-ASCII letters, marks or symbols."""
-    return 0 < i < len(s) - 1 and _joinable(s[i - 1]) and _joinable(s[i + 1])
+    """A ZWJ/ZWNJ at `s[i]` joins two non-ASCII letters, marks or symbols (the one
+    before may be a variation selector that stays: `❤\ufe0f\u200d🔥`)."""
+    if not 0 < i < len(s) - 1 or not _joinable(s[i + 1]):
+        return False
+    prev = s[i - 1]
+    if _is_selector(ord(prev)):
+        return _keep_selector(s, i - 1)
+    return _joinable(prev)
+
+
+def _kept(s: str, i: int) -> bool:
+    ch = s[i]
+    if ch in (_ZWJ, _ZWNJ):
+        return _keep_joiner(s, i)
+    return _is_selector(ord(ch)) and _keep_selector(s, i)
 
 
 def strip_chars(s: str, removed: Removed | None = None) -> str:
@@ -118,188 +171,166 @@ def strip_chars(s: str, removed: Removed | None = None) -> str:
 
     def repl(m: re.Match[str]) -> str:
         ch = m.group()
-        if ch in (_ZWJ, _ZWNJ) and _keep_joiner(m.string, m.start()):
+        if _kept(m.string, m.start()):
             return ch
         counts[ord(ch)] = counts.get(ord(ch), 0) + 1
         return ""
 
     out = _CHARS.sub(repl, s)
     if not counts:
-        return s  # only joiners that join: the very same text
+        return s  # only joiners and selectors that do their job: the very same text
     if removed is not None:
         for cp, n in counts.items():
             removed.chars[cp] = removed.chars.get(cp, 0) + n
     return out
 
 
-# -- HTML comments ------------------------------------------------------------------------
+# -- comments -----------------------------------------------------------------------------
+
+_BLOCK = Language(tree_sitter_markdown.language())
+_INLINE = Language(tree_sitter_markdown.inline_language())
+_parsers: list[Parser] = []
+#: Block nodes whose text is shown as is (code) or is not Markdown at all.
+_CODE_BLOCKS = frozenset({"fenced_code_block", "indented_code_block"})
+#: The destinations of the "comment" idiom of link reference definitions.
+_COMMENT_DESTINATIONS = (b"#", b"<>")
+#: backticks x `<` in one inline run past which it is not handed to the inline grammar
+_INLINE_WORK_MAX = 200_000
+_MAYBE_REF = re.compile(r"\]:\s*(?:#|<>)(?:\s|$)")
 
 
-def _fence_open(line: str) -> tuple[str, int] | None:
-    """(char, length) when `line` opens a fenced code block (up to 3 spaces of indent)."""
-    k = 0
-    while k < 3 and k < len(line) and line[k] == " ":
-        k += 1
-    if k >= len(line) or line[k] not in "`~":
-        return None
-    ch = line[k]
-    e = k
-    while e < len(line) and line[e] == ch:
-        e += 1
-    if e - k < 3 or (ch == "`" and "`" in line[e:]):
-        return None
-    return ch, e - k
+def _parsers_pair() -> tuple[Parser, Parser]:
+    if not _parsers:
+        _parsers.extend((Parser(_BLOCK), Parser(_INLINE)))
+    return _parsers[0], _parsers[1]
 
 
-def _fence_close(line: str, fence: tuple[str, int]) -> bool:
-    ch, size = fence
-    body = line.rstrip("\n\r \t")
-    k = len(body) - len(body.lstrip(" "))
-    if k > 3:
-        return False
-    run = body[k:]
-    return len(run) >= size and run == ch * len(run)
+def _html_comments(b: bytes, start: int, end: int, out: list[tuple[int, int, str]]) -> None:
+    """Every `<!-- … -->` of raw HTML `b[start:end]` (an HTML block); an unclosed one
+    runs to the block's end, as a browser hides it."""
+    i = b.find(b"<!--", start, end)
+    while i >= 0:
+        j = b.find(b"-->", i + 4, end)
+        stop = end if j < 0 else j + 3
+        out.append((i, stop, "comment"))
+        i = b.find(b"<!--", stop, end)
 
 
-def _blank(line: str) -> bool:
-    return not line.strip(" \t\r\n")
+def _inline_comments(b: bytes, start: int, end: int, out: list[tuple[int, int, str]]) -> None:
+    """The HTML comments of one inline run, as CommonMark reads it: a backslash-escaped
+    backtick opens no code span, an attribute's backtick is the tag's, a comment in a
+    code span is text."""
+    if b.find(b"<!--", start, end) < 0:
+        return
+    if b.count(b"`", start, end) * b.count(b"<", start, end) > _INLINE_WORK_MAX:
+        # tree-sitter's inline grammar goes quadratic on backticks inside many tags
+        # (`<a t="`">` repeated: 84 KB took 17 s): such a run is read conservatively,
+        # every comment in it removed, code spans or not.
+        _html_comments(b, start, end, out)
+        return
+    tree = _parsers_pair()[1].parse(b[start:end])
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        t = node.type
+        if t == "code_span":
+            continue
+        if t == "html_tag":
+            if b.startswith(b"<!--", start + node.start_byte):
+                out.append((start + node.start_byte, start + node.end_byte, "comment"))
+            continue
+        stack.extend(node.children)
 
 
-def _paragraph_end(s: str, i: int) -> int:
-    """The end of the paragraph starting at `i`: a blank line, a fence opener or the end."""
-    n = len(s)
-    while i < n:
-        eol = s.find("\n", i)
-        le = n if eol < 0 else eol + 1
-        line = s[i:le]
-        if _blank(line) or _fence_open(line) is not None:
-            return i
-        i = le
-    return n
+def _is_comment_ref(b: bytes, node: Node) -> bool:
+    """`[//]: # (…)`, `[comment]: <> (…)`: a link reference definition to nowhere, the
+    Markdown idiom for a comment (no definition is ever shown)."""
+    for child in node.children:
+        if child.type == "link_destination":
+            return b[child.start_byte : child.end_byte] in _COMMENT_DESTINATIONS
+    return False
 
 
-class _Pass:
-    """One left-to-right pass removing HTML comments outside fences and code spans."""
-
-    def __init__(self, s: str) -> None:
-        self.s = s
-        self.out: list[str] = []
-        self.comments = 0
-        # Backtick runs of the current paragraph: length → sorted starts, and a cursor
-        # per length, so matching spans costs linear time overall.
-        self._runs: dict[int, list[int]] = {}
-        self._cursor: dict[int, int] = {}
-        #: A paragraph to go on with after a comment that ran past the last one.
-        self._pending: tuple[int, int] | None = None
-
-    def run(self) -> str:
-        s, n, out = self.s, len(self.s), self.out
-        i = 0
-        fence: tuple[str, int] | None = None
-        while i < n:
-            if self._pending is not None:
-                a, b = self._pending
-                self._pending = None
-                i = self._paragraph(a, b)
-                continue
-            eol = s.find("\n", i)
-            le = n if eol < 0 else eol + 1
-            line = s[i:le]
-            if fence is not None:
-                out.append(line)
-                if _fence_close(line, fence):
-                    fence = None
-                i = le
-                continue
-            fence = _fence_open(line)
-            if fence is not None or _blank(line):
-                out.append(line)
-                i = le
-                continue
-            i = self._paragraph(i, _paragraph_end(s, i))
-        return "".join(out)
-
-    def _index_runs(self, a: int, b: int) -> None:
-        s = self.s
-        self._runs, self._cursor = {}, {}
-        p = s.find("`", a, b)
-        while p >= 0:
-            e = p
-            while e < b and s[e] == "`":
-                e += 1
-            self._runs.setdefault(e - p, []).append(p)
-            p = s.find("`", e, b)
-
-    def _closing_run(self, size: int, after: int) -> int | None:
-        starts = self._runs.get(size, [])
-        k = self._cursor.get(size, 0)
-        while k < len(starts) and starts[k] < after:
-            k += 1
-        self._cursor[size] = k
-        return starts[k] if k < len(starts) else None
-
-    def _paragraph(self, a: int, b: int) -> int:
-        """Copy the paragraph `s[a:b]` without its comments; returns where to go on
-        (past `b` when a comment ran beyond the paragraph)."""
-        s, out = self.s, self.out
-        self._index_runs(a, b)
-        i = a
-        c = -2  # the next opener at or after i (-1: none); found again only once passed
-        while i < b:
-            if c != -1 and c < i:
-                c = s.find(_OPEN, i, b)
-            t = s.find("`", i, c if c >= 0 else b)
-            if t >= 0:  # a code span opens first
-                e = t
-                while e < b and s[e] == "`":
-                    e += 1
-                close = self._closing_run(e - t, e)
-                end = e if close is None else close + (e - t)
-                out.append(s[i:end])
-                i = end
-                continue
-            if c < 0:
-                out.append(s[i:b])
-                return b
-            out.append(s[i:c])
-            self.comments += 1
-            q = s.find(_CLOSE, c + 2)
-            if q < 0:
-                return len(s)  # unclosed: a CommonMark HTML block hides the rest
-            i = q + len(_CLOSE)
-            if i > b:
-                # The comment ran past the paragraph: finish its last line as text.
-                eol = s.find("\n", i)
-                le = len(s) if eol < 0 else eol + 1
-                self._pending = (i, max(le, _paragraph_end(s, le)))
-                return i
-        return i
+def _hidden_ranges(b: bytes) -> list[tuple[int, int, str]]:
+    """The byte ranges GitHub's renderer hides: HTML comments outside code (in inline
+    text and in HTML blocks) and comment-like link reference definitions."""
+    out: list[tuple[int, int, str]] = []
+    tree = _parsers_pair()[0].parse(b)
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        t = node.type
+        if t in _CODE_BLOCKS:
+            continue
+        if t == "html_block":
+            _html_comments(b, node.start_byte, node.end_byte, out)
+        elif t == "link_reference_definition":
+            if _is_comment_ref(b, node):
+                out.append((node.start_byte, node.end_byte, "ref"))
+        elif t == "inline":
+            _inline_comments(b, node.start_byte, node.end_byte, out)
+        else:
+            stack.extend(node.children)
+    out.sort()
+    return out
 
 
-def strip_comments(s: str) -> tuple[str, int]:
-    """`s` without HTML comments outside code, and how many were removed.
+def _strip_pass(s: str) -> tuple[str, int, int]:
+    """One pass: `s` without what `_hidden_ranges` finds; (text, comments, refs)."""
+    b = s.encode("utf-8", "surrogatepass")
+    ranges = _hidden_ranges(b)
+    if not ranges:
+        return s, 0, 0
+    parts: list[bytes] = []
+    at = comments = refs = 0
+    for a, e, kind in ranges:
+        if a < at:
+            continue  # nested in one already removed
+        parts.append(b[at:a])
+        at = e
+        if kind == "ref":
+            refs += 1
+        else:
+            comments += 1
+    parts.append(b[at:])
+    return b"".join(parts).decode("utf-8", "surrogatepass"), comments, refs
 
-    Removing a comment can join text into a new opener (`<!-<!-- -->-`) or move a
-    fence marker to the start of a line; each pass is checked by the next, and an
-    opener still outside code after `_MAX_PASSES` is neutralised into visible text
-    (`&lt;!--`), so the result is always a fixed point."""
-    if _OPEN not in s:
+
+def _might_hide(s: str) -> bool:
+    return _OPEN in s or _MAYBE_REF.search(s) is not None
+
+
+def strip_comments(s: str, removed: Removed | None = None) -> tuple[str, int]:
+    """`s` without HTML comments outside code and comment-like link references, and how
+    many HTML comments were removed (link references are counted in `removed.refs`).
+
+    Code spans, fenced and indented code, HTML blocks and link reference definitions are
+    recognised by tree-sitter-markdown's block and inline grammars, as CommonMark (and
+    GitHub) reads them. Removing a comment can join text into a new opener
+    (`<!-<!-- -->-`) or a new block; each pass is checked by the next, and an opener
+    still hidden after `_MAX_PASSES` is neutralised into visible text (`&lt;!--`)."""
+    if not _might_hide(s):
         return s, 0
-    total = 0
+    total = refs = 0
     for _ in range(_MAX_PASSES):
-        p = _Pass(s)
-        out = p.run()
-        if p.comments == 0:
-            return s, total
-        total += p.comments
-        s = out
-        if _OPEN not in s:
-            return s, total
-    last = _Pass(s)
-    last.run()
-    if last.comments == 0:
-        return s, total
-    return s.replace(_OPEN, _NEUTRAL_OPEN), total
+        out, n, r = _strip_pass(s)
+        if not n and not r:
+            break
+        total, refs, s = total + n, refs + r, out
+        if not _might_hide(s):
+            break
+    else:
+        out, n, r = _strip_pass(s)
+        if n or r:
+            s = s.replace(_OPEN, _NEUTRAL_OPEN)
+            out, n, r = _strip_pass(s)
+            if r:  # only references left: each pass removes whole lines, so it ends
+                while r:
+                    s, refs = out, refs + r
+                    out, n, r = _strip_pass(s)
+    if removed is not None:
+        removed.refs += refs
+    return s, total
 
 
 def sanitize(s: str, removed: Removed | None = None) -> str:
@@ -308,7 +339,7 @@ def sanitize(s: str, removed: Removed | None = None) -> str:
     Idempotent; `s` itself when there is nothing to remove. `removed` accumulates
     what went."""
     s2 = strip_chars(s, removed)
-    s3, n = strip_comments(s2)
+    s3, n = strip_comments(s2, removed)
     if removed is not None:
         removed.comments += n
     return s3

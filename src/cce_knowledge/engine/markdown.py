@@ -16,6 +16,7 @@ import tree_sitter_markdown
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from cce_knowledge.core.rustcompat import RUST_WS, RUST_WS_CHARS
+from cce_knowledge.engine.record_cost import CostMeter, RecordBudget
 
 PREAMBLE = "(preamble)"
 #: Separator between breadcrumb segments: SPACE U+203A SPACE.
@@ -250,52 +251,75 @@ def _headings(b: bytes) -> list[_Heading]:
 # ---------------------------------------------------------------- chunker
 
 
-def chunk_markdown(path: str, content: str, budget: int) -> list[MdChunk]:
-    """Split `content` at its headings under a `budget` of estimated tokens per chunk."""
+def chunk_markdown(
+    path: str, content: str, budget: int, limits: RecordBudget | None = None
+) -> list[MdChunk]:
+    """Split `content` at its headings under a `budget` of estimated tokens per chunk.
+
+    With `limits`, a document past one of them raises `RecordCostError` (see
+    engine/record_cost.py) before its chunks or names are built past the bound."""
     b = content.encode("utf-8")
+    meter = limits.meter() if limits is not None else None
     if _too_deep(content):
         c = _make_chunk(path, b, 0, len(b), 1, PREAMBLE, PREAMBLE)
+        if c is not None and meter is not None:
+            meter.chunk(len(c.raw), len(PREAMBLE))
         return [c] if c is not None else []
     heads = _headings(b)
-    return chunk_with_headings(path, b, heads, budget)
+    return chunk_with_headings(path, b, heads, budget, meter)
 
 
-def chunk_with_headings(path: str, b: bytes, heads: list[_Heading], budget: int) -> list[MdChunk]:
+_SEP_BYTES = len(CRUMB_SEP.encode("utf-8"))
+
+
+def chunk_with_headings(
+    path: str, b: bytes, heads: list[_Heading], budget: int, meter: CostMeter | None = None
+) -> list[MdChunk]:
     out: list[MdChunk] = []
     total = len(b)
     first = heads[0].start if heads else total
     pre = _make_chunk(path, b, 0, first, 1, PREAMBLE, PREAMBLE)
     if pre is not None:
+        if meter is not None:
+            meter.chunk(len(pre.raw), len(PREAMBLE))
         out.append(pre)
     n = len(heads)
 
-    def emit(i: int, ancestors: list[str]) -> int:
+    def add(c: MdChunk | None, name_bytes: int) -> None:
+        if c is not None:
+            if meter is not None:
+                meter.chunk(len(c.raw), name_bytes)
+            out.append(c)
+
+    def emit(i: int, ancestors: list[str], ancestors_bytes: int) -> int:
         h = heads[i]
         lvl = h.level
         end_idx = i + 1
         while end_idx < n and heads[end_idx].level > lvl:
             end_idx += 1
         sec_end = heads[end_idx].start if end_idx < n else total
-        crumb = [*ancestors, "#" * lvl + " " + h.text]
+        segment = "#" * lvl + " " + h.text
+        name_bytes = (ancestors_bytes + _SEP_BYTES if ancestors else 0) + len(
+            segment.encode("utf-8")
+        )
+        if meter is not None:
+            meter.name(name_bytes)  # before the name is built: it may be the big part
+        crumb = [*ancestors, segment]
         name = CRUMB_SEP.join(crumb)
         has_child = end_idx > i + 1
         fits = max(1, (_trim_end_byte(b, h.start, sec_end) - h.start) // 4) <= budget
         if fits or not has_child:
-            c = _make_chunk(path, b, h.start, sec_end, h.line, h.text, name)
-            if c is not None:
-                out.append(c)
+            add(_make_chunk(path, b, h.start, sec_end, h.line, h.text, name), name_bytes)
             return end_idx
-        c = _make_chunk(path, b, h.start, heads[i + 1].start, h.line, h.text, name)
-        if c is not None:
-            out.append(c)
+        add(_make_chunk(path, b, h.start, heads[i + 1].start, h.line, h.text, name), name_bytes)
         j = i + 1
         while j < end_idx:
-            j = emit(j, crumb)
+            j = emit(j, crumb, name_bytes)
         return end_idx
 
     i = 0
     while i < n:
-        i = emit(i, [])
+        i = emit(i, [], 0)
     return out
 
 

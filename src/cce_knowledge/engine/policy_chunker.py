@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from cce_knowledge.contract.chunk_policy import Policy
 from cce_knowledge.core.rustcompat import RUST_WS_CHARS, rs_is_blank
 from cce_knowledge.engine.markdown import (
+    _SEP_BYTES,
     CRUMB_SEP,
     PREAMBLE,
     MdChunk,
@@ -46,6 +47,7 @@ from cce_knowledge.engine.markdown import (
     _too_deep,
     heading_of,
 )
+from cce_knowledge.engine.record_cost import CostMeter, RecordBudget
 
 #: Why a line is in no chunk.
 SKIP_FRONTMATTER = "frontmatter"
@@ -141,8 +143,11 @@ def find_frontmatter(lines: list[str]) -> tuple[int, int] | None:
 # ---------------------------------------------------------------- step 4
 
 
-def policy_headings(lines: list[str], frontmatter: tuple[int, int] | None) -> list[PHeading]:
-    """Headings that start a line, with their section extents and breadcrumb names."""
+def policy_headings(
+    lines: list[str], frontmatter: tuple[int, int] | None, meter: CostMeter | None = None
+) -> list[PHeading]:
+    """Headings that start a line, with their section extents and breadcrumb names
+    (each name counted by `meter` before it is built)."""
     if frontmatter is not None:
         # Blank the frontmatter (line numbers kept): its closing `---` would read as a
         # setext underline.
@@ -171,6 +176,10 @@ def policy_headings(lines: list[str], frontmatter: tuple[int, int] | None) -> li
         while stack and stack[-1].level >= h.level:
             stack.pop().extent = h.line - 1
         h.segment = "#" * h.level + " " + h.text
+        if meter is not None:
+            meter.name(
+                sum(len(x.segment.encode("utf-8")) + _SEP_BYTES for x in (*stack, h)) - _SEP_BYTES
+            )
         h.name = CRUMB_SEP.join([*(s.segment for s in stack), h.segment])
         h.parent = stack[-1] if stack else None
         stack.append(h)
@@ -182,15 +191,19 @@ def policy_headings(lines: list[str], frontmatter: tuple[int, int] | None) -> li
 # ---------------------------------------------------------------- the chunker
 
 
-def chunk_with_policy(path: str, doc: str, policy: Policy) -> PolicyResult:
-    """Cut one rendered (already redacted) document by `policy`."""
+def chunk_with_policy(
+    path: str, doc: str, policy: Policy, limits: RecordBudget | None = None
+) -> PolicyResult:
+    """Cut one rendered (already redacted) document by `policy` (within `limits`: see
+    `chunk_markdown`)."""
+    meter = limits.meter() if limits is not None else None
     text = normalise(doc)
     lines = split_lines(text)
     n = len(lines)
     if n == 0:
         return PolicyResult([], [])
     fm = find_frontmatter(lines)
-    heads = policy_headings(lines, fm)
+    heads = policy_headings(lines, fm, meter)
 
     units: list[_Unit]
     if n - (fm[1] - fm[0] + 1 if fm else 0) < policy.keep_whole_below:
@@ -203,7 +216,7 @@ def chunk_with_policy(path: str, doc: str, policy: Policy) -> PolicyResult:
         units = _drop_empty(units, lines, heads, fm)
     if fm is not None:
         units = _carve(units, fm[0], fm[1], _FRONT)
-    return _emit(path, lines, heads, units)
+    return _emit(path, lines, heads, units, meter)
 
 
 def _sections(heads: list[PHeading], n: int, policy: Policy) -> list[_Unit]:
@@ -353,7 +366,13 @@ def _drop_empty(
     return units
 
 
-def _emit(path: str, lines: list[str], heads: list[PHeading], units: list[_Unit]) -> PolicyResult:
+def _emit(
+    path: str,
+    lines: list[str],
+    heads: list[PHeading],
+    units: list[_Unit],
+    meter: CostMeter | None = None,
+) -> PolicyResult:
     chunks: list[MdChunk] = []
     skipped: list[tuple[int, int, str]] = []
     offsets = [0]
@@ -387,13 +406,16 @@ def _emit(path: str, lines: list[str], heads: list[PHeading], units: list[_Unit]
             continue
         end = s + content.count("\n")
         skip(u.start, s - 1, SKIP_BLANK)
-        chunks.append(
-            MdChunk.of(path, (s, end), _label(heads, s), content.encode("utf-8"), offsets[s - 1])
-        )
+        c = MdChunk.of(path, (s, end), _label(heads, s), content.encode("utf-8"), offsets[s - 1])
+        if meter is not None:
+            meter.chunk(len(c.raw), len(c.name.encode("utf-8")))
+        chunks.append(c)
         skip(end + 1, u.end, SKIP_BLANK)
     return PolicyResult(chunks, skipped)
 
 
-def chunk_markdown_policy(path: str, doc: str, policy: Policy) -> list[MdChunk]:
+def chunk_markdown_policy(
+    path: str, doc: str, policy: Policy, limits: RecordBudget | None = None
+) -> list[MdChunk]:
     """The chunks alone (what the index step stores)."""
-    return chunk_with_policy(path, doc, policy).chunks
+    return chunk_with_policy(path, doc, policy, limits).chunks

@@ -15,7 +15,34 @@ import yaml
 
 from cce_knowledge.core.errors import ExtractError
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):
+    """The safe loader, with scalar values it cannot build turned into YAML errors at
+    their node: PyYAML's constructors raise a bare ValueError (an int over Python's 4,300
+    digits, `date: 2026-02-30`), which named no file and lost the whole tree's feed."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as e:
+            if isinstance(e, yaml.YAMLError):
+                raise
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"cannot read the value {_shown_value(node)}: {str(e).split(';')[0]}",
+                node.start_mark,
+            ) from e
+
+
+def _shown_value(node: Any) -> str:
+    v = getattr(node, "value", "")
+    text = v if isinstance(v, str) else ""
+    return repr(text[:40] + "…") if len(text) > 40 else repr(text)
+
+
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")

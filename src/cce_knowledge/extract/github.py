@@ -233,7 +233,7 @@ class Mapper:
         removed = Removed()
         # Each text is sanitized as GitHub renders it, on its own (an unclosed comment
         # in one comment hides nothing of the next); the record again as a whole below.
-        body = sanitize(normalise_newlines(_s(item.get("body")) or ""), removed)
+        body = _defuse(sanitize(normalise_newlines(_s(item.get("body")) or ""), removed))
         kept = [c for c in comments if not self.excluded_author(c)]
         self.trust.comments += len(comments) - len(kept)
         if kept:
@@ -277,13 +277,32 @@ def _comment(c: dict[str, Any], removed: Removed) -> str:
     login = c.get("login")
     when = c.get("created_at") or ""
     head = f"@{login}" if login else "(unknown author)"
-    text = sanitize(normalise_newlines(c.get("body") or ""), removed).rstrip("\n")
+    text = _defuse(sanitize(normalise_newlines(c.get("body") or ""), removed)).rstrip("\n")
     return f"\n### {head} — {when}\n\n{text}\n"
 
 
-def linked_pulls(events: Iterable[Any], authors: str = "all") -> list[str]:
+#: A line of a body that would read as a comment's header (`### @login — time`): an
+#: ATX heading whose text starts as the adapter's attribution does.
+_FORGED_HEADER = re.compile(r"^( {0,3})(#{1,6}[ \t]+(?:@|\(unknown author\)))", re.MULTILINE)
+
+
+def _defuse(text: str) -> str:
+    """`text` with every line that could forge a comment header escaped (`\\###`, which
+    Markdown shows as the text `###`): only the adapter writes headings of that shape,
+    so a body cannot pass for a comment by someone else. Other text is untouched."""
+    return _FORGED_HEADER.sub(r"\1\\\2", text) if "@" in text or "(unknown" in text else text
+
+
+def linked_pulls(events: Iterable[Any], authors: str = "all", repo_api: str = "") -> list[str]:
     """html_urls of pull requests that cross-referenced the issue (with `authors`, only
-    those whose author `--authors` keeps: a stranger's PR attaches nothing)."""
+    those whose author `--authors` keeps: a stranger's PR attaches nothing).
+
+    `author_association` is relative to the PR's own repository: a stranger is `OWNER`
+    of a fork or of a repository of their own. So a PR from any repository but
+    `repo_api` (this repository's API path, `/repos/OWNER/NAME`, which the path of the
+    PR's `repository_url` must end with; compared case-insensitively, as GitHub compares
+    names) is judged as an outsider's."""
+    here = repo_api.rstrip("/").casefold()
     out = []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("event") != "cross-referenced":
@@ -291,7 +310,10 @@ def linked_pulls(events: Iterable[Any], authors: str = "all") -> list[str]:
         src = ev.get("source")
         issue = src.get("issue") if isinstance(src, dict) else None
         if isinstance(issue, dict) and "pull_request" in issue:
-            if not author_trusted(authors, _s(issue.get("author_association"))):
+            there = urlsplit(_s(issue.get("repository_url")) or "").path.rstrip("/").casefold()
+            same = bool(here) and (there == here or there.endswith(here))
+            assoc = _s(issue.get("author_association")) if same else None
+            if not author_trusted(authors, assoc):
                 continue
             url = _s(issue.get("html_url"))
             if url:
@@ -454,7 +476,7 @@ class Fetcher:
         for page in self.client.paginate(
             f"{self.base}/issues/{n}/timeline", {"per_page": "100"}, missing_ok=True
         ):
-            links.extend(linked_pulls(page, self.mapper.authors))
+            links.extend(linked_pulls(page, self.mapper.authors, self.base))
         return links
 
     def issue_comments(self, n: int) -> list[dict[str, Any]]:

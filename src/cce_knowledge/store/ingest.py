@@ -17,15 +17,15 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.contract.chunk_policy import ChunkPolicy
 from cce_knowledge.contract.manifest import read_manifest, verify_manifest
-from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed
+from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed, parse_feed_numbered
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, ContractError
@@ -35,6 +35,7 @@ from cce_knowledge.core.rustcompat import io_error_text, rs_trim
 from cce_knowledge.engine.embed import embed_sparse, hash_embed_bytes
 from cce_knowledge.engine.markdown import MdChunk, chunk_markdown
 from cce_knowledge.engine.policy_chunker import chunk_markdown_policy
+from cce_knowledge.engine.record_cost import RecordBudget, RecordCostError
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, Redaction, redactor_for
 from cce_knowledge.extract.feed import sanitize_record
 from cce_knowledge.store.snapshots import (
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from cce_knowledge.store.snapshots import SearchBuild
 
 DEFAULT_BUDGET = 400
+#: What `index` does with a record past its cost bounds (engine/record_cost.py).
+OnBadRecord = Literal["fail", "skip"]
 
 
 def render_document(rec: KnowledgeRecord) -> str:
@@ -105,11 +108,12 @@ def _sections(
     """Render, redact, chunk: by the reference chunker, unless a chunk policy's rule
     selects the record (then by its policy, on the same redacted document)."""
     doc = redactor_for(mode)(render_document(rec))
+    limits = RecordBudget.of_record(doc, rec)  # past them: RecordCostError (issue 34.3)
     if policy is not None:
         chosen = policy.policy_for(rec.source, rec.group, rec.labels, rec.id)
         if chosen is not None:
-            return chunk_markdown_policy(rec.id, doc, chosen)
-    return chunk_markdown(rec.id, doc, budget)
+            return chunk_markdown_policy(rec.id, doc, chosen, limits)
+    return chunk_markdown(rec.id, doc, budget, limits)
 
 
 #: A stored chunk's fields its section gives; the others are its record's facets.
@@ -229,36 +233,46 @@ class IndexResult:
     previous: str | None = None
     #: the derived search index built with the store
     search: SearchBuild | None = None
+    #: records left out past their cost bounds (`--on-bad-record skip`): (line, reason)
+    refused: list[tuple[int, str]] = field(default_factory=list)
 
 
 _LINE_PREFIX = re.compile(r"^line (\d+):")
+_Result = tuple[str, int, int, bytes, tuple[tuple[int, str], ...]]
 
 
 def _render_segment(
     args: tuple[bytes, int, int, Redaction, ChunkPolicy | None],
-) -> tuple[str, int, int, bytes]:
+) -> _Result:
     """Parse and render one line-aligned slice of the feed.
 
-    Returns `(status, records, chunks, payload)`: status "ok" with the chunk objects
-    joined by `,\n` as UTF-8, "utf8" for undecodable bytes, or "parse" with the
-    error message (line numbers shifted to the whole feed) as payload.
+    Returns `(status, records, chunks, payload, refused)`: status "ok" with the chunk
+    objects joined by `,\n` as UTF-8, "utf8" for undecodable bytes, or "parse" with the
+    error message (line numbers shifted to the whole feed) as payload. `refused` names
+    the records past their cost bounds (engine/record_cost.py), left out of the payload:
+    `(line, reason)`, the line in the whole feed.
     """
     seg, first_line, budget, redaction, policy = args
     try:
         text = seg.decode("utf-8")
     except UnicodeDecodeError:
-        return "utf8", 0, 0, b""
+        return "utf8", 0, 0, b"", ()
     try:
-        records = parse_feed(text)
+        records = parse_feed_numbered(text)
     except ContractError as e:
         msg = _LINE_PREFIX.sub(
             lambda m: f"line {int(m.group(1)) + first_line - 1}:", e.message, count=1
         )
-        return "parse", 0, 0, msg.encode("utf-8")
+        return "parse", 0, 0, msg.encode("utf-8"), ()
     texts: list[str] = []
-    for rec in records:
-        texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE, redaction, policy))
-    return "ok", len(records), len(texts), ",\n".join(texts).encode("utf-8")
+    refused: list[tuple[int, str]] = []
+    for line_no, rec in records:
+        try:
+            texts.extend(record_chunk_texts(rec, budget, _EMBED_TEXT_CACHE, redaction, policy))
+        except RecordCostError as e:
+            refused.append((line_no + first_line - 1, e.reason))
+    ok = len(records) - len(refused)
+    return "ok", ok, len(texts), ",\n".join(texts).encode("utf-8"), tuple(refused)
 
 
 def _segments(raw: bytes, target: int) -> list[tuple[int, int, int]]:
@@ -293,7 +307,6 @@ def render_feed(
     return result, b"".join(parts)
 
 
-_Result = tuple[str, int, int, bytes]
 #: The feed, shared with forked workers through copy-on-write memory instead of
 #: pickling every slice (set only while a pool is running).
 _SHARED_RAW: bytes | None = None
@@ -357,9 +370,12 @@ class _Collector:
         self.chunks = 0
         self.utf8 = False
         self.parse_error: str | None = None
+        #: records left out past their cost bounds: (line, reason)
+        self.refused: list[tuple[int, str]] = []
 
     def add(self, r: _Result) -> None:
-        status, records, chunks, payload = r
+        status, records, chunks, payload, refused = r
+        self.refused.extend(refused)
         if status == "ok":
             if chunks and not self.utf8 and self.parse_error is None:
                 if self.chunks:
@@ -372,12 +388,18 @@ class _Collector:
         elif self.parse_error is None:
             self.parse_error = payload.decode("utf-8")
 
-    def check(self) -> None:
+    def check(self, feed: str = "", on_bad_record: OnBadRecord = "fail") -> None:
         # Invalid UTF-8 anywhere is a read error and beats the first malformed line.
         if self.utf8:
             raise ContractError(UTF8_ERROR)
         if self.parse_error is not None:
             raise ContractError(self.parse_error)
+        if self.refused and on_bad_record == "fail":
+            line, reason = self.refused[0]
+            raise CceError(
+                f"{feed or 'line '}{':' if feed else ''}{line}: the record is refused: {reason}"
+                " (--on-bad-record skip leaves such records out with a warning)"
+            )
 
 
 def _store_head(snapshot: str, records: int, chunks: int) -> bytes:
@@ -411,7 +433,7 @@ def render_feed_parts(
     col = _Collector(body.append)
     for r in iter_rendered(raw, budget, workers, redaction, policy):
         col.add(r)
-    col.check()
+    col.check()  # the library's callers get the strict behaviour
     snapshot = snapshot_id(raw)
     parts = [_store_head(snapshot, col.records, col.chunks), *body]
     if col.chunks:
@@ -441,9 +463,11 @@ def check_manifest(path: str, raw: bytes, records: int) -> None:
 # ---------------------------------------------------------------- the index step
 
 #: The largest record (feed line, bytes) index takes by default. Parsing, redacting
-#: and chunking one record holds ~36x its size in memory (measured: a 20 MiB record
-#: peaks at 770 MiB), so 8 MiB keeps a record's peak near 300 MiB. The reference has
-#: no limit; no real issue or page comes near it.
+#: and chunking one record of prose holds ~36x its size in memory (measured: a 20 MiB
+#: record peaks at 770 MiB); tree-sitter's tree of a record that is all markup (a
+#: heading or list item every 4 bytes) takes up to ~300x (1.2 MB: 288 MiB). What its
+#: chunks may add is bounded by engine/record_cost.py. The reference has no limit; no
+#: real issue or page comes near it.
 MAX_RECORD_BYTES = 8 << 20
 
 
@@ -477,6 +501,7 @@ def index_to_root(
     max_record_bytes: int | None = None,
     after_save: Callable[[str], SearchBuild] | None = None,
     chunk_policy: ChunkPolicy | None = None,
+    on_bad_record: OnBadRecord = "skip",
 ) -> IndexResult:
     """`cce knowledge index`: checks in the reference order, then one atomic save.
 
@@ -487,6 +512,11 @@ def index_to_root(
 
     `chunk_policy` (already loaded and checked, docs/chunk-policies.md) chunks the
     records its rules select; the others go through the reference chunker.
+
+    A record past its cost bounds (engine/record_cost.py: chunks, breadcrumb bytes,
+    output bytes) is left out and named in `IndexResult.refused` (`on_bad_record="skip"`,
+    the default: one hostile issue must not stop an organisation's nightly corpus), or
+    refused with its line and the reason (`"fail"`).
 
     Nothing is written before the save; the save writes the snapshot, then `current`,
     then prunes older snapshots, under the knowledge directory's writer lock.
@@ -519,7 +549,7 @@ def index_to_root(
                     col.add(r)
                     bar.advance(r[1])
                 bar.set_total(col.records)
-            col.check()
+            col.check(feed, on_bad_record)
         except ContractError as e:
             if e.message == UTF8_ERROR:
                 raise CceError(f"could not read {feed}: {UTF8_ERROR}") from e
@@ -527,10 +557,10 @@ def index_to_root(
         except OSError as e:  # the spool itself could not be written
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
         if manifest is not None:
-            check_manifest(manifest, raw, col.records)
+            check_manifest(manifest, raw, col.records + len(col.refused))
         snapshot = snapshot_id(raw)
         del raw
-        result = IndexResult(snapshot, col.records, col.chunks)
+        result = IndexResult(snapshot, col.records, col.chunks, refused=col.refused)
 
         def parts() -> Iterator[bytes]:
             yield _store_head(snapshot, col.records, col.chunks)

@@ -54,6 +54,9 @@ class Item:
     # (login, created_at, body) or (login, created_at, body, updated_at, id)
     comments: list[tuple[str, ...]] = field(default_factory=list)
     merged: bool = False
+    #: pull requests in other repositories that cross-reference it:
+    #: (owner/name, author login, author_association there, number)
+    foreign_prs: list[tuple[str, str, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -452,6 +455,30 @@ class FakeGitHub:
                     "updated_at": other.created_at,
                     "event": "cross-referenced",
                     "source": {"type": "issue", "issue": self.issue(other)},
+                }
+            )
+        for full, login, assoc, number in it.foreign_prs:
+            api = f"{self.url}/repos/{full}"
+            html = f"https://github.com/{full}/pull/{number}"
+            issue = {
+                "id": 5000000 + number,
+                "url": f"{api}/issues/{number}",
+                "repository_url": api,
+                "html_url": html,
+                "number": number,
+                "state": "open",
+                "title": f"PR {number} in {full}",
+                "user": self.user(login),
+                "author_association": assoc,  # its author's association with *that* repo
+                "pull_request": {"url": f"{api}/pulls/{number}", "html_url": html},
+            }
+            events.append(
+                {
+                    "actor": self.user(login),
+                    "created_at": it.created_at,
+                    "updated_at": it.created_at,
+                    "event": "cross-referenced",
+                    "source": {"type": "issue", "issue": issue},
                 }
             )
         return events
