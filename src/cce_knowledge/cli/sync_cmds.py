@@ -123,7 +123,6 @@ def _pull(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval.search_index import build_step, ensure_step
     from cce_knowledge.sync.pull import pull_corpus
-
     from cce_knowledge.sync.pull_target import resolve_pull_target
 
     settings = load_settings(args.dir)
