@@ -54,6 +54,10 @@ def _push_data(res: PushResult, *, dry_run: bool) -> dict[str, Any]:
         "dry_run": dry_run,
         "guard": res.guard,
         "key": res.key,
+        # ours: removed records the extractor left out by author (lockdown), or null
+        "left_out_by_author": None
+        if not res.left_out
+        else {"authors": res.left_out_authors, "records": res.left_out},
         "published": res.published,
         "pruned": res.pruned,
         "pushed_at": res.pushed_at,
