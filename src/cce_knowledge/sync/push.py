@@ -183,11 +183,13 @@ def _guard(
         kept_out = set(left.records)
         res.left_out = [r for r in d.removed if r in kept_out]
         res.left_out_authors = left.authors if res.left_out else None
-    why = G.left_out_note(res.left_out, res.left_out_authors or "", len(d.removed))
+    report += G.left_out_line(res.left_out)
+    why = G.left_out_advice(res.left_out, res.left_out_authors or "", len(d.removed))
     if dry_run:
-        res.report = report + why + G.NOTHING_PUSHED
+        res.report = report + (why + "\n" if why else "") + G.NOTHING_PUSHED
     elif d.removed:
-        raise SyncError(G.shrink_refusal(report, corpus_id, len(d.removed)) + why)
+        refusal = G.shrink_refusal(report, corpus_id, len(d.removed))
+        raise SyncError(refusal + ("\n" + why if why else ""))
 
 
 def retention_prune(cache: GitCache, corpus_id: str, snapshot: str, keep: int) -> list[str]:
