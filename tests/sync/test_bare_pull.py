@@ -74,13 +74,24 @@ def test_config_and_flags_win_and_say_so(pulled: Pulled, tmp_path: Path) -> None
         f"note: pulling from {pulled.url} (--remote), not {other} "
         "(knowledge.sync.remote in .cce/config): a flag wins\n"
     ) in p.stderr
-    # Another corpus than the installed one: named, and the guard still asks for --force.
-    p = cce("knowledge", "pull", "--corpus", "beta", "--remote", pulled.url, "--dir", cons)
+    # The config's corpus over the installed one: said; a --corpus over it is not (the
+    # marker guard names both corpora and asks for --force).
+    (pulled.consumer / ".cce" / "config").write_text(
+        "knowledge:\n  sync:\n    corpus_id: beta\n", encoding="utf-8"
+    )
+    p = cce("knowledge", "pull", "--remote", pulled.url, "--dir", cons)
     assert p.returncode == 1
-    assert (
-        "note: pulling corpus beta (--corpus), not acme (the installed store, synced.json): "
-        "a flag wins\n"
-    ) in p.stderr
+    assert p.stderr.startswith(
+        "note: pulling corpus beta (knowledge.sync.corpus_id in .cce/config), not acme "
+        "(the installed store, synced.json): the config wins\n"
+    )
+    p = cce("knowledge", "pull", "--corpus", "other", "--remote", pulled.url, "--dir", cons)
+    assert p.returncode == 1
+    assert p.stderr.startswith(
+        "note: pulling corpus other (--corpus), not beta (knowledge.sync.corpus_id in "
+        ".cce/config): a flag wins\n"
+    )
+    assert "synced.json" not in p.stderr
 
 
 def test_nothing_installed_still_asks_for_a_corpus_and_a_remote(tmp_path: Path) -> None:

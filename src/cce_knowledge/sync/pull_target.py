@@ -82,8 +82,11 @@ def resolve_pull_target(
     recorded = read_pulled_from(root, installed) if installed is not None else None
     notes: list[str] = []
     ks = settings.knowledge.sync
+    # A --corpus that differs from the installed corpus needs no note: the pull's
+    # marker guard names both and asks for --force.
     cid, csrc = _first(
-        [(CORPUS_FLAG, corpus), (CORPUS_CONFIG, ks.corpus_id), (CORPUS_INSTALLED, installed)],
+        [(CORPUS_FLAG, corpus), (CORPUS_CONFIG, ks.corpus_id)]
+        + ([] if corpus else [(CORPUS_INSTALLED, installed)]),
         "pulling corpus",
         notes,
     )
