@@ -4,8 +4,8 @@
 #   examples/quickstart.sh [OUT_DIR]        (default OUT_DIR: ./cce-quickstart)
 #
 # Installs the package (skip with CCE_QUICKSTART_SKIP_INSTALL=1) into the active
-# Python, or into its own venv under OUT_DIR when that Python refuses installs (a
-# distribution's Python, PEP 668) or has no pip, then:
+# virtual environment, or, with none active, into a venv of its own under OUT_DIR
+# (never a global site-packages), then:
 # extract a docs tree -> validate -> index with its manifest -> push --dry-run ->
 # push to a local bare cache repo (file://, git-lfs on) -> pull into a fresh
 # consumer directory -> status -> search -> the ask suite as a gate -> doctor.
@@ -46,33 +46,28 @@ if ! git lfs version >/dev/null 2>&1; then
   exit 1
 fi
 
-# Debian/Ubuntu's and Homebrew's Python refuse `pip install` outside a virtual
-# environment (PEP 668: an EXTERNALLY-MANAGED file beside the standard library).
-needs_own_venv() {
-  "$PY" - <<'PYEOF'
-import os, subprocess, sys, sysconfig
-in_venv = sys.prefix != sys.base_prefix
-managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-no_pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode
-sys.exit(0 if (managed and not in_venv) or no_pip else 1)
-PYEOF
+# Where to install: the active virtual environment when there is one; otherwise always
+# a venv of its own under OUT_DIR — never a global site-packages (pyenv's, conda's, a
+# python.org or distribution Python's; the last refuse anyway, PEP 668).
+in_venv_with_pip() {
+  "$PY" -c 'import sys; sys.exit(0 if sys.prefix != sys.base_prefix else 1)' &&
+    "$PY" -m pip --version >/dev/null 2>&1
 }
 
 step "install cce-knowledge"
 if [ "${CCE_QUICKSTART_SKIP_INSTALL:-0}" = "1" ]; then
   echo "skipped (CCE_QUICKSTART_SKIP_INSTALL=1)"
+elif in_venv_with_pip; then
+  echo "installing into the active virtual environment, $("$PY" -c 'import sys; print(sys.prefix)')"
+  run "$PY" -m pip install -q -e "$REPO"
 else
-  if needs_own_venv; then
-    echo "$PY refuses installs outside a virtual environment (PEP 668) or has no pip:"
-    echo "installing into a venv of its own, $OUT/venv"
-    run "$PY" -m venv "$OUT/venv"
-    PY="$OUT/venv/bin/python"
-    export PATH="$OUT/venv/bin:$PATH"
-    # A plain install: this venv is the quickstart's own, nobody edits through it.
-    run "$PY" -m pip install -q "$REPO"
-  else
-    run "$PY" -m pip install -q -e "$REPO"
-  fi
+  echo "no virtual environment is active for $PY: installing into a venv of its own,"
+  echo "$OUT/venv (never into that Python's global site-packages)"
+  [ -x "$OUT/venv/bin/python" ] || run "$PY" -m venv "$OUT/venv"
+  PY="$OUT/venv/bin/python"
+  export PATH="$OUT/venv/bin:$PATH"
+  # A plain install: this venv is the quickstart's own, nobody edits through it.
+  run "$PY" -m pip install -q "$REPO"
 fi
 command -v cce >/dev/null || { echo "error: \`cce\` is not on PATH after install" >&2; exit 1; }
 run cce --version

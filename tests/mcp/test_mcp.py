@@ -230,7 +230,7 @@ async def check_errors_and_not_found(s: ClientSession, root: Path) -> None:
         True,
     )
     assert await call(s, "expand_chunk", {"chunk_id": "0000000000000000"}) == (
-        render.NOT_INDEXED_MESSAGE,
+        render.unknown_chunk("0000000000000000"),
         False,
     )
     text, err = await call(s, "context_search", {"query": "zzqx nothing matches this"})

@@ -552,7 +552,7 @@ class Driver:
             raise StepFailed(
                 f"refusing to publish: {rep.removed} record{'s' if rep.removed != 1 else ''} live on "
                 f"the remote would be dropped from corpus {rep.corpus}. Set `force: true` for an "
-                "intentional shrink, or `dry-run: true` to inspect."
+                "intentional shrink, or `dry-run: true` to inspect." + _left_out_why(rep)
             )
 
     def step_ask(self, suite: str) -> None:
@@ -670,3 +670,19 @@ def _feed_is_empty(feed: str) -> bool:
             return all(rs_is_blank(line.decode("utf-8", "replace")) for line in f)
     except OSError:
         return False
+
+
+def _left_out_why(rep: PushReport) -> str:
+    """Why records drop when lockdown left them out of the feed (issue 35 §9), and the
+    two ways on; empty otherwise."""
+    if not rep.left_out_ids:
+        return ""
+    from cce_knowledge.sync.guard import format_id_list  # ids shown redacted, capped
+
+    listed = format_id_list(rep.left_out_ids).replace("`", "'")
+    return (
+        f" Of them, {listed} were left out by the extractor: their authors are "
+        f"outside `--authors {rep.left_out_authors}` (lockdown, the default for a public "
+        "repository). To keep them, add `--authors all` to the `extract` input; to drop "
+        "them on purpose, set `force: true`."
+    )

@@ -59,6 +59,9 @@ class PushReport:
     retention: str = ""
     pruned: list[str] = field(default_factory=list)
     retention_warning: str = ""
+    #: ours: removed ids the extractor left out by author, and its `--authors` mode
+    left_out_ids: list[str] = field(default_factory=list)
+    left_out_authors: str = ""
 
     @property
     def added(self) -> int:
@@ -100,4 +103,15 @@ class PushReport:
             retention=_str(doc, "retention", optional=True),
             pruned=_ids(doc, "pruned"),
             retention_warning=_str(doc, "retention_warning", optional=True),
+            **_left_out(doc),
         )
+
+
+def _left_out(doc: dict[str, Any]) -> dict[str, Any]:
+    """`left_out_by_author` (absent or null from an older cce: nothing left out)."""
+    lo = doc.get("left_out_by_author")
+    if lo is None:
+        return {}
+    if not isinstance(lo, dict):
+        raise ReportError("`left_out_by_author` is not an object")
+    return {"left_out_ids": _ids(lo, "records"), "left_out_authors": _str(lo, "authors")}

@@ -54,6 +54,10 @@ def _push_data(res: PushResult, *, dry_run: bool) -> dict[str, Any]:
         "dry_run": dry_run,
         "guard": res.guard,
         "key": res.key,
+        # ours: removed records the extractor left out by author (lockdown), or null
+        "left_out_by_author": None
+        if not res.left_out
+        else {"authors": res.left_out_authors, "records": res.left_out},
         "published": res.published,
         "pruned": res.pruned,
         "pushed_at": res.pushed_at,
@@ -126,15 +130,20 @@ def _pull(args: argparse.Namespace) -> int:
     from cce_knowledge.config.settings import load_settings
     from cce_knowledge.retrieval.search_index import build_step, ensure_step
     from cce_knowledge.sync.pull import pull_corpus
+    from cce_knowledge.sync.pull_target import resolve_pull_target
 
     settings = load_settings(args.dir)
+    # A bare pull refreshes what is installed, from where it came (flags and config win).
+    target = resolve_pull_target(args.dir, settings, args.corpus, args.remote)
+    for note in target.notes:
+        print(note, file=sys.stderr)
     res = pull_corpus(
         args.dir,
         settings=settings,
-        corpus=args.corpus,
+        corpus=target.corpus,
         snapshot=args.snapshot,
         force=args.force,
-        remote=args.remote,
+        remote=target.remote,
         after_install=lambda snap: build_step(args.dir, snap),
         allowed_signers=args.allowed_signers,
         if_current=lambda snap: ensure_step(args.dir, snap),
@@ -154,7 +163,7 @@ def _pull(args: argparse.Namespace) -> int:
         args.dir,
         res.corpus_id,
         res.snapshot,
-        args.remote,
+        target.remote,
         settings,
         expected=res.verified.statement.vectors if res.verified is not None else None,
         count=res.chunks if idx is None else idx.n_chunks,
@@ -220,8 +229,15 @@ def register_knowledge(sub: Any) -> None:
             "active store.\n\n"
             "When the installed store already is that snapshot (synced.json, `current` and the\n"
             'store\'s recorded sha256 agree), the pull says "up to date", fetches no artifact\n'
-            "and rewrites nothing under .cce/knowledge/ (--force reinstalls). Without --corpus\n"
-            "and knowledge.sync.corpus_id, the cache's only corpus is pulled.\n\n"
+            "and rewrites nothing under .cce/knowledge/ (--force reinstalls).\n\n"
+            "Like `git pull` with an upstream, a bare pull refreshes what is installed from\n"
+            "where it came. The corpus: --corpus, else knowledge.sync.corpus_id, else the\n"
+            "installed one (synced.json), else the cache's only corpus. The remote: --remote,\n"
+            "else knowledge.sync.remote, else sync.remote, else the one the installed corpus\n"
+            "was pulled from (pulled-from.json; `cce knowledge status` shows it). When a flag\n"
+            "or the config overrides a different value below it, a note on stderr says which\n"
+            "one was used (a --corpus other than the installed one is refused by the marker\n"
+            "guard instead, which names both).\n\n"
             "With an embedding provider configured (knowledge.semantic, or CCE_EMBED_MODEL),\n"
             "vectors the corpus published for that model are installed too, and chunks still\n"
             "without one are embedded (a provider that is down is a warning, never a failed\n"
@@ -229,7 +245,11 @@ def register_knowledge(sub: Any) -> None:
         ),
         epilog=_EXIT.format(ok="installed or up to date"),
     )
-    add_corpus(q, "corpus id (default: knowledge.sync.corpus_id, else the cache's only corpus)")
+    add_corpus(
+        q,
+        "corpus id (default: knowledge.sync.corpus_id, else the installed corpus, else the "
+        "cache's only corpus)",
+    )
     g = q.add_mutually_exclusive_group()
     g.add_argument("--latest", action="store_true", help="the remote `current` (the default)")
     g.add_argument("--snapshot", metavar="ID", help="a specific published snapshot")

@@ -41,6 +41,8 @@ DEFAULT_SKIP_EMPTY = True
 
 #: A policy is a few hundred bytes; anything near this is not one.
 MAX_POLICY_BYTES = 1 << 20
+#: The one message for a policy over that limit, from `index` and `validate` alike.
+POLICY_TOO_LARGE = f"larger than {MAX_POLICY_BYTES} bytes (1 MiB), the limit of a chunk policy"
 
 _POLICY_KEYS = (
     "keep_whole_below",
@@ -306,7 +308,7 @@ def load_chunk_policy(path: str | os.PathLike[str], shown: str | None = None) ->
     except OSError as e:
         raise UsageError(f"could not read chunk policy {name}: {io_error_text(e)}") from None
     if len(raw) > MAX_POLICY_BYTES:
-        raise UsageError(f"chunk policy {name}: larger than {MAX_POLICY_BYTES} bytes")
+        raise UsageError(f"invalid chunk policy {name}: $: {POLICY_TOO_LARGE}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -9,6 +9,7 @@ manifest maps on by carrying the two fields.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 
@@ -134,12 +135,61 @@ def verify_manifest(manifest: FeedManifest, raw: bytes, actual_records: int) -> 
         raise ContractError(problem)
 
 
-def build_manifest(raw: bytes, records: int) -> bytes:
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """Ours, additive: the records an extractor left out by author (lockdown,
+    `--authors`), which a manifest may carry as `left_out` so that a later shrink guard
+    can say why records dropped. The reference ignores the key."""
+
+    authors: str
+    records: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"authors": self.authors, "records": list(self.records)}
+
+
+#: Bounds on `left_out` as read (a manifest is untrusted input): past them it is ignored.
+MAX_LEFT_OUT = 1_000_000
+_MAX_ID_CHARS = 4096
+_MAX_AUTHORS_CHARS = 64
+
+
+def left_out_of(doc: object) -> LeftOut | None:
+    """A manifest's `left_out` (or the same object on its own), None when absent or
+    malformed: it only explains, so a bad one is never an error."""
+    lo = doc.get("left_out", doc) if isinstance(doc, dict) else None
+    if not isinstance(lo, dict):
+        return None
+    authors, ids = lo.get("authors"), lo.get("records")
+    if not isinstance(authors, str) or not 0 < len(authors) <= _MAX_AUTHORS_CHARS:
+        return None
+    if not isinstance(ids, list) or len(ids) > MAX_LEFT_OUT:
+        return None
+    if not all(isinstance(i, str) and 0 < len(i) <= _MAX_ID_CHARS for i in ids):
+        return None
+    return LeftOut(authors, tuple(ids))
+
+
+def read_left_out(text: str) -> LeftOut | None:
+    """`left_out_of` a manifest's text (None for one that is not a JSON object)."""
+    try:
+        return left_out_of(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
+
+
+def build_manifest(raw: bytes, records: int, left_out: LeftOut | None = None) -> bytes:
     """The sidecar bytes we emit: one compact line, fixed key order, trailing newline
-    (the layout of the bench corpus' `rfcs.manifest.json`)."""
+    (the layout of the bench corpus' `rfcs.manifest.json`). `left_out` (ours) is
+    written only when it names a record, so every other manifest keeps its bytes."""
     if not 0 <= records <= _USIZE_MAX:
         raise ContractError(f"record count out of range: {records}")
+    extra = ""
+    if left_out is not None and left_out.records:
+        extra = ',"left_out":' + json.dumps(
+            left_out.to_json(), ensure_ascii=False, separators=(",", ":")
+        )
     return (
         f'{{"schema":"{FEED_MANIFEST_SCHEMA_ID}","records":{records},'
-        f'"sha256":"{feed_sha256(raw)}"}}\n'
+        f'"sha256":"{feed_sha256(raw)}"{extra}}}\n'
     ).encode()

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Literal
 
 from cce_knowledge.contract.asksuite import ASK_SCHEMA_ID, AskCase, iter_suite
-from cce_knowledge.contract.chunk_policy import CHUNK_POLICY_SCHEMA_ID, policy_problems
+from cce_knowledge.contract.chunk_policy import (
+    CHUNK_POLICY_SCHEMA_ID,
+    MAX_POLICY_BYTES,
+    POLICY_TOO_LARGE,
+    policy_problems,
+)
 from cce_knowledge.contract.jsonparse import ScanError, scan_value
 from cce_knowledge.contract.manifest import (
     FEED_MANIFEST_SCHEMA_ID,
@@ -231,7 +236,10 @@ def _suite(report: FileReport, text: str) -> None:
         report.problems.append(Problem(report.file, None, "$", "suite has no cases"))
 
 
-def _policy(report: FileReport, text: str) -> None:
+def _policy(report: FileReport, raw: bytes, text: str) -> None:
+    if len(raw) > MAX_POLICY_BYTES:  # `index --chunk-policy` refuses it: so do we
+        report.problems.append(Problem(report.file, None, "$", POLICY_TOO_LARGE))
+        return
     problems, line, policy = policy_problems(text)
     for where, message in problems:
         report.problems.append(Problem(report.file, line, where, message))
@@ -278,7 +286,7 @@ def validate_file(
     elif k == "manifest":
         _manifest(report, text)
     elif k == "policy":
-        _policy(report, text)
+        _policy(report, raw, text)
     else:
         _suite(report, text)
     if manifest is not None:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cce_knowledge.contract.manifest import LeftOut
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
@@ -511,7 +512,8 @@ def _write(run: Run) -> list[KnowledgeRecord]:
     data = feed_bytes(records)
     if run.paths.mirror is not None:
         run.mirror.save(run.paths.mirror)
-    write_feed(data, records, out=run.paths.out, manifest=run.paths.manifest)
+    left = LeftOut(mapper.authors, tuple(mapper.trust.left_out))
+    write_feed(data, records, out=run.paths.out, manifest=run.paths.manifest, left_out=left)
     run.checkpoint(None, sha256(data))
     if run.paths.partial is not None:
         run.paths.partial.unlink(missing_ok=True)

@@ -194,6 +194,8 @@ class TrustCounts:
     items: int = 0  # items by authors outside --authors
     comments: int = 0  # comments by authors outside --authors
     hidden: dict[str, Removed] = field(default_factory=dict)  # record id → removed
+    #: ids of the items left out by author, in number order (the manifest's `left_out`)
+    left_out: list[str] = field(default_factory=list)
 
 
 class Mapper:

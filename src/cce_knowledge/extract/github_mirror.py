@@ -74,6 +74,7 @@ class Mirror:
             it = self.items[n]
             if mapper.excluded_author(it):
                 mapper.trust.items += 1
+                mapper.trust.left_out.append(record_id(opts.repo, n))
             if mapper.dropped(it):
                 continue
             links: set[str] = set()

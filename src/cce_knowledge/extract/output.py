@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cce_knowledge.contract.manifest import build_manifest
+from cce_knowledge.contract.manifest import LeftOut, build_manifest
 from cce_knowledge.contract.ndjson import parse_feed
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core.atomic import atomic_write
@@ -29,8 +29,10 @@ def self_check(data: bytes, expected: int) -> list[KnowledgeRecord]:
     return parsed
 
 
-def manifest_bytes(data: bytes, records: list[KnowledgeRecord]) -> bytes:
-    return build_manifest(data, len(records))
+def manifest_bytes(
+    data: bytes, records: list[KnowledgeRecord], left_out: LeftOut | None = None
+) -> bytes:
+    return build_manifest(data, len(records), left_out)
 
 
 def write_feed(
@@ -39,13 +41,15 @@ def write_feed(
     *,
     out: str | None,
     manifest: str | None,
+    left_out: LeftOut | None = None,
 ) -> None:
     """Write `data` to `out` (stdout when None) and the manifest to `manifest`.
 
+    `left_out`: what lockdown left out, carried in the manifest (ours, additive).
     Everything is computed first; the two files are then each replaced atomically.
     """
     parsed = self_check(data, len(records))
-    man = manifest_bytes(data, parsed) if manifest else None
+    man = manifest_bytes(data, parsed, left_out) if manifest else None
     for target in (out, manifest):
         if target is not None and Path(target).is_dir():
             raise ExtractError(f"cannot write {target}: it is a directory")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cce_knowledge.core.rustcompat import format6, rs_is_blank, rs_lines, rs_trim_end, score_key
+from cce_knowledge.core.untrusted import shown
 from cce_knowledge.engine.tokenizer import estimate_tokens
 from cce_knowledge.store.view import Section
 
@@ -30,6 +31,18 @@ NOT_INDEXED_MESSAGE = (
     "This project has no knowledge store yet — run `cce knowledge index FEED` or "
     "`cce knowledge pull` in the project root. No results are available until then."
 )
+
+#: How much of an unknown id the answer repeats (the id is the caller's, of any length).
+_ID_SHOWN = 100
+
+
+def unknown_chunk(chunk_id: str) -> str:
+    """The answer for an id the loaded knowledge store does not hold: the reference's
+    words for an id its index lacks (docs/spec/core.md §7.6). Its own answer here, "not
+    indexed yet", would send an agent to build a store that exists."""
+    cut = shown(chunk_id[:_ID_SHOWN]) + ("…" if len(chunk_id) > _ID_SHOWN else "")
+    return f"no chunk with id {cut} in the current index — it may be stale; re-run context_search."
+
 
 COMPACT_HINT = (
     "Bodies shown compact. expand_chunk(chunk_id, scope=body|file|neighbors) for more; "

@@ -386,14 +386,17 @@ class KnowledgeTools:
 
     # ------------------------------------------------------------ expand / related
 
-    def _target(self, chunk_id: str) -> tuple[StoreView, int] | None:
+    def _target(self, chunk_id: str) -> tuple[StoreView, int] | ToolOutput:
+        """The chunk's place in the loaded store, else the answer: "not indexed" when no
+        store is loaded (the reference's, as it has no code index), an unknown id when
+        one is."""
         if not self.settings().knowledge.enabled:
-            return None
+            return ToolOutput(render.NOT_INDEXED_MESSAGE)
         view, _ = self.knowledge()
         if view is None or self._scanned(view) is None:
-            return None
+            return ToolOutput(render.NOT_INDEXED_MESSAGE)
         i = view.index_of(chunk_id)
-        return None if i is None else (view, i)
+        return ToolOutput(render.unknown_chunk(chunk_id)) if i is None else (view, i)
 
     @staticmethod
     def _sections(view: StoreView, record_id: str, exclude: str | None) -> list[render.Section]:
@@ -418,9 +421,8 @@ class KnowledgeTools:
                 True,
             )
         found = self._target(chunk_id)
-        if found is None:
-            # No code index exists here, so the reference answers "not indexed yet".
-            return ToolOutput(render.NOT_INDEXED_MESSAGE)
+        if isinstance(found, ToolOutput):
+            return found
         view, i = found
         target = view.section(i)
         if scope == "body":
@@ -447,8 +449,8 @@ class KnowledgeTools:
             )
         top_k = _pos_int(args.get("top_k")) or DEFAULT_TOP_K
         found = self._target(chunk_id)
-        if found is None:
-            return ToolOutput(render.NOT_INDEXED_MESSAGE)
+        if isinstance(found, ToolOutput):
+            return found
         view, i = found
         record_id = view.record_ids[i]
         disp = self.display(record_id)

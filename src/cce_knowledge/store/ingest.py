@@ -24,8 +24,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.contract.chunk_policy import ChunkPolicy
-from cce_knowledge.contract.manifest import read_manifest, verify_manifest
-from cce_knowledge.contract.ndjson import locate_feed_error, parse_feed, parse_feed_numbered
+from cce_knowledge.contract.manifest import (
+    LeftOut,
+    parse_manifest,
+    read_left_out,
+    verify_manifest,
+)
+from cce_knowledge.contract.ndjson import (
+    locate_feed_error,
+    parse_feed,
+    parse_feed_numbered,
+    read_text_file,
+)
 from cce_knowledge.contract.record import KnowledgeRecord
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, ContractError
@@ -38,6 +48,7 @@ from cce_knowledge.engine.policy_chunker import chunk_markdown_policy
 from cce_knowledge.engine.record_cost import RecordBudget, RecordCostError
 from cce_knowledge.engine.redaction.modes import DEFAULT_REDACTION, Redaction, redactor_for
 from cce_knowledge.extract.feed import sanitize_record
+from cce_knowledge.store.left_out import record_left_out
 from cce_knowledge.store.snapshots import (
     KnowledgeChunk,
     KnowledgeStore,
@@ -454,10 +465,12 @@ UTF8_ERROR = "stream did not contain valid UTF-8"
 # ---------------------------------------------------------------- feed manifest
 
 
-def check_manifest(path: str, raw: bytes, records: int) -> None:
-    """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed (§9)."""
-    manifest = read_manifest(path)
-    verify_manifest(manifest, raw, records)
+def check_manifest(path: str, raw: bytes, records: int) -> LeftOut | None:
+    """Read, parse and verify a `cce.feed-manifest/v1` sidecar against a parsed feed
+    (§9); what it says the extractor left out by author (ours), if anything."""
+    _, text = read_text_file(path, "feed manifest ")
+    verify_manifest(parse_manifest(text), raw, records)
+    return read_left_out(text)
 
 
 # ---------------------------------------------------------------- the index step
@@ -556,8 +569,9 @@ def index_to_root(
             raise _located(e, raw, feed) from e
         except OSError as e:  # the spool itself could not be written
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
+        left: LeftOut | None = None
         if manifest is not None:
-            check_manifest(manifest, raw, col.records + len(col.refused))
+            left = check_manifest(manifest, raw, col.records + len(col.refused))
         snapshot = snapshot_id(raw)
         del raw
         result = IndexResult(snapshot, col.records, col.chunks, refused=col.refused)
@@ -577,6 +591,7 @@ def index_to_root(
                 except (OSError, UnicodeDecodeError):
                     result.previous = None
                 save_store_bytes(root, snapshot, parts())
+                record_left_out(root, snapshot, left)
                 if after_save is not None:
                     # Under the same lock: no other writer moves `current` in between.
                     result.search = after_save(snapshot)

@@ -94,6 +94,30 @@ def shrink_refusal(report: str, corpus_id: str, n_removed: int) -> str:
     )
 
 
+def left_out_line(left_out: list[str]) -> str:
+    """The diff report's line for the removed records lockdown left out ("" for none)."""
+    return f"  left out by author : {format_id_list(left_out)}\n" if left_out else ""
+
+
+def left_out_advice(left_out: list[str], authors: str, n_removed: int) -> str:
+    """Why those records drop (the feed's extractor left them out by author: lockdown,
+    on by default for public repositories), and the two ways on. "" for none."""
+    if not left_out:
+        return ""
+    n = len(left_out)
+    if n_removed == 1:
+        some = "The dropped record was"
+    elif n == n_removed:
+        some = f"All {n} dropped records were"
+    else:
+        some = f"{n} of the {n_removed} dropped records were"
+    return (
+        f"{some} left out by the extractor: their authors are outside `--authors {authors}` "
+        "(lockdown, the default for a public repository). To keep them, extract again with "
+        "`--authors all`; to drop them on purpose, push with --force."
+    )
+
+
 NOTHING_PUSHED = "Nothing pushed (--dry-run).\n"
 
 _DIVERGENT = (

@@ -16,6 +16,7 @@ from cce_knowledge.core import progress
 from cce_knowledge.core.atomic import atomic_write
 from cce_knowledge.core.errors import SyncError
 from cce_knowledge.core.jsonout import compact
+from cce_knowledge.core.untrusted import open_regular
 from cce_knowledge.store.snapshots import knowledge_dir, read_current, store_path
 
 MARKER_NAME = "synced.json"
@@ -23,6 +24,9 @@ MARKER_NAME = "synced.json"
 #: after `pull --remote URL` its status cannot say where the store came from). Kept
 #: beside the marker so the marker's bytes stay the reference's.
 PULLED_FROM_NAME = "pulled-from.json"
+#: Both files are a few hundred bytes; one larger than this is not ours (it is read no
+#: further, and counts as unreadable).
+MAX_RECORD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +51,27 @@ def marker_path(root: str | os.PathLike[str]) -> Path:
     return knowledge_dir(root) / MARKER_NAME
 
 
+def _read_small(path: Path) -> str:
+    """The text of a small regular file: OSError when it is not one, ValueError when it
+    is larger than MAX_RECORD_BYTES (read no further) or not UTF-8."""
+    with open_regular(path) as f:
+        raw = f.read(MAX_RECORD_BYTES + 1)
+    if len(raw) > MAX_RECORD_BYTES:
+        raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes")
+    return raw.decode("utf-8")
+
+
+def _json(text: str) -> object:
+    """json.loads, with nesting too deep to decode a ValueError like any other damage
+    (a few dozen kilobytes of `[` reach Python's recursion limit)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _parse(text: str) -> SyncMarker:
-    obj = json.loads(text)
+    obj = _json(text)
     if not isinstance(obj, dict):
         raise ValueError("invalid type: expected struct KnowledgeSyncMarker")
     vals = {}
@@ -68,13 +91,11 @@ def read_marker_strict(root: str | os.PathLike[str]) -> SyncMarker | None:
     """None when absent; SyncError when unreadable or corrupt (the pull guard's load)."""
     path = marker_path(root)
     try:
-        text = path.read_text(encoding="utf-8")
+        return _parse(_read_small(path))
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
         raise SyncError(f"could not read the knowledge sync marker {path}: {e}") from e
-    try:
-        return _parse(text)
     except ValueError as e:
         raise SyncError(
             f"the knowledge sync marker {path} is unreadable/corrupt: {e}. It records which "
@@ -85,7 +106,7 @@ def read_marker_strict(root: str | os.PathLike[str]) -> SyncMarker | None:
 def read_marker_lenient(root: str | os.PathLike[str]) -> SyncMarker | None:
     """Any read or parse problem means "no marker" (status, verify, doctor, pull --all)."""
     try:
-        return _parse(marker_path(root).read_text(encoding="utf-8"))
+        return _parse(_read_small(marker_path(root)))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
 
@@ -108,7 +129,7 @@ def write_pulled_from(
 
 def _pulled(root: str | os.PathLike[str], corpus_id: str, field: str) -> str | None:
     try:
-        obj = json.loads((knowledge_dir(root) / PULLED_FROM_NAME).read_text(encoding="utf-8"))
+        obj = _json(_read_small(knowledge_dir(root) / PULLED_FROM_NAME))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     if not isinstance(obj, dict) or obj.get("corpus_id") != corpus_id:

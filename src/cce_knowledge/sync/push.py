@@ -12,10 +12,12 @@ import time
 from dataclasses import dataclass, field
 
 from cce_knowledge.config.settings import Settings
+from cce_knowledge.contract.manifest import LeftOut
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, SyncError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.untrusted import shown
+from cce_knowledge.store.left_out import read_left_out
 from cce_knowledge.store.snapshots import (
     read_current,
     store_path,
@@ -106,6 +108,10 @@ class PushResult:
     counter: int | None = None
     #: why the remote's current statement did not give the counter (unverified), if so
     signing_warning: str | None = None
+    #: ours: the removed records the feed's extractor left out by author (lockdown), and
+    #: the `--authors` mode that did (from the manifest `index --manifest` verified)
+    left_out: list[str] = field(default_factory=list)
+    left_out_authors: str | None = None
     report: str = ""
 
 
@@ -130,8 +136,16 @@ def corpus_meta(m: CckManifest, corpus_id: str, pushed_at: str) -> bytes:
     return (pretty(meta, sort_keys=True) + "\n").encode("utf-8")
 
 
-def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_run: bool) -> None:
-    """Raise on a refusal; fill `res.report` for a dry-run."""
+def _guard(
+    cache: GitCache,
+    out: Outgoing,
+    corpus_id: str,
+    res: PushResult,
+    dry_run: bool,
+    left: LeftOut | None = None,
+) -> None:
+    """Raise on a refusal; fill `res.report` for a dry-run. `left`: what the feed's
+    extractor left out by author, to say so when those records are the ones dropped."""
     ptr = K.pointer_key(corpus_id)
     remote_snap = cache.read_text(ptr) if cache.has(ptr) else ""
     if not remote_snap:
@@ -169,10 +183,17 @@ def _guard(cache: GitCache, out: Outgoing, corpus_id: str, res: PushResult, dry_
     report = G.diff_report(
         corpus_id, res.snapshot, remote_snap, out.manifest.records, remote_manifest.records, d
     )
+    if left is not None:
+        kept_out = set(left.records)
+        res.left_out = [r for r in d.removed if r in kept_out]
+        res.left_out_authors = left.authors if res.left_out else None
+    report += G.left_out_line(res.left_out)
+    why = G.left_out_advice(res.left_out, res.left_out_authors or "", len(d.removed))
     if dry_run:
-        res.report = report + G.NOTHING_PUSHED
+        res.report = report + (why + "\n" if why else "") + G.NOTHING_PUSHED
     elif d.removed:
-        raise SyncError(G.shrink_refusal(report, corpus_id, len(d.removed)))
+        refusal = G.shrink_refusal(report, corpus_id, len(d.removed))
+        raise SyncError(refusal + ("\n" + why if why else ""))
 
 
 def retention_prune(cache: GitCache, corpus_id: str, snapshot: str, keep: int) -> list[str]:
@@ -278,7 +299,7 @@ def push_corpus(
         raise SyncError(NO_LFS)
     with open_cache(rem, for_write=not dry_run) as cache:
         if dry_run or not force:
-            _guard(cache, out, corpus_id, res, dry_run)
+            _guard(cache, out, corpus_id, res, dry_run, read_left_out(root, res.snapshot))
         if dry_run:
             return res
         if skip_unchanged and res.guard == "unchanged":
