@@ -15,6 +15,7 @@ from cce_knowledge.sync import parts as P
 from cce_knowledge.sync import parts_pull
 from cce_knowledge.sync.parts import PartRef, PartsError, parse_index, split
 from cce_knowledge.sync.push import _outgoing
+from tests.helpers.sshkeys import allowed_line, make_key, needs_ssh_keygen
 from tests.helpers.sync import bare_file, bare_ls, feed, index, refs, store_files
 from tests.helpers.sync_env import Link, SyncEnv, cli, push_cli
 
@@ -362,3 +363,45 @@ def test_index_round_trip_and_named_refusals() -> None:
         parse_index("k", huge)
     with pytest.raises(PartsError, match="add up to"):
         parse_index("k", raw.replace(f"size {idx.size}".encode(), b"size 1"))
+
+
+@needs_ssh_keygen
+def test_signing_holds_on_a_parted_corpus(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The statement signs the `.cck` the parts rebuild: a signed parted snapshot is
+    verified and installed; parts rebuilding another `.cck` than the signed one are
+    refused with the store untouched."""
+    env = sync_env
+    key = make_key(tmp_path, "ed25519", "publisher")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(allowed_line(key, "ci@example.com"))
+    prod = _producer(env, _records(30))
+    snap = index(prod, feed(_records(30)))
+    _push(env, capsys, prod, "--sign-key", str(key))
+    env.home("home-consumer")
+    cons = env.root("c")
+    rc, out, err = _pull(env, capsys, cons, "--allowed-signers", str(allowed))
+    assert rc == 0, err
+    assert "(verified, counter " in out
+    installed = store_files(cons)
+    # Another night, signed; then its parts and index are swapped for an unsigned build's.
+    env.home("home-a")
+    snap2 = index(prod, feed(_records(30, tag="two")))
+    _push(env, capsys, prod, "--sign-key", str(key))
+    statement = bare_file(env.bare, f"{C}/{snap2}.statement.json")
+    sig = bare_file(env.bare, f"{C}/{snap2}.statement.json.sig")
+    index(prod, feed(_records(31, tag="two")))  # another feed, hence another snapshot id
+    other = _cck(prod)
+    idx, spans = split(other)
+    files: dict[str, bytes | Link | None] = {
+        P.part_key(C, r.sha256): other[a:b] for r, (a, b) in zip(idx.parts, spans, strict=True)
+    }
+    files[f"{C}/{snap2}.parts"] = idx.encode()
+    env.seed(files)
+    assert bare_file(env.bare, f"{C}/{snap2}.statement.json") == statement and sig
+    env.home("home-consumer")
+    rc, _, err = _pull(env, capsys, cons, "--allowed-signers", str(allowed))
+    assert rc == 1 and "does not match the artifact" in err, err
+    assert store_files(cons) == installed
+    assert snap != snap2
