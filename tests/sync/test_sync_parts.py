@@ -405,3 +405,41 @@ def test_signing_holds_on_a_parted_corpus(
     assert rc == 1 and "does not match the artifact" in err, err
     assert store_files(cons) == installed
     assert snap != snap2
+
+
+def test_up_to_date_trusts_an_unchanged_stat_and_hashes_a_changed_one(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The up-to-date check hashes the installed store only when its recorded size,
+    mtime or inode changed (a multi-GB store is not read on every pull)."""
+    env = sync_env
+    prod = _producer(env, _records(20))
+    snap = index(prod, feed(_records(20)))
+    _push(env, capsys, prod)
+    env.home("home-consumer")
+    cons = env.root("c")
+    assert _pull(env, capsys, cons)[0] == 0
+    from cce_knowledge.sync import marker
+
+    hashed: list[Path] = []
+    real = marker.file_sha256
+
+    def spy(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(marker, "file_sha256", spy)
+    rc, out, _ = _pull(env, capsys, cons)
+    assert rc == 0 and out.startswith("Up to date") and hashed == []
+    # The file rewritten (same bytes, new inode and mtime): hashed, still up to date.
+    store = cons / ".cce" / "knowledge" / f"{snap}.json"
+    data = store.read_bytes()
+    store.unlink()
+    store.write_bytes(data)
+    rc, out, _ = _pull(env, capsys, cons)
+    assert rc == 0 and out.startswith("Up to date") and hashed == [store]
+    # Damaged: hashed, and pulled again.
+    store.write_bytes(data.replace(b"Body", b"Bodx", 1))
+    rc, out, _ = _pull(env, capsys, cons)
+    assert rc == 0 and out.startswith("Pulled corpus")
+    assert store.read_bytes() == data

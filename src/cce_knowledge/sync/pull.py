@@ -50,6 +50,7 @@ from cce_knowledge.sync.marker import (
     read_marker_lenient,
     read_marker_strict,
     read_pulled_from,
+    record_store_stat,
     write_marker,
     write_pulled_from,
 )
@@ -227,6 +228,7 @@ def install(
             f"could not advance the knowledge `current` pointer under {os.fspath(root)}: {e}"
         ) from e
     prune_other_snapshots(root, snap)
+    record_store_stat(root, snap, installed)
     return path, installed
 
 
