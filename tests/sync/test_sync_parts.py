@@ -443,3 +443,28 @@ def test_up_to_date_trusts_an_unchanged_stat_and_hashes_a_changed_one(
     rc, out, _ = _pull(env, capsys, cons)
     assert rc == 0 and out.startswith("Pulled corpus")
     assert store.read_bytes() == data
+
+
+def test_doctor_reports_and_repairs_the_local_part_store(
+    sync_env: SyncEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = sync_env
+    prod = _producer(env, _records(20))
+    _push(env, capsys, prod)
+    env.home("home-consumer")
+    cons = env.root("c")
+    assert _pull(env, capsys, cons)[0] == 0
+    root = env.tmp / "home-consumer" / "sync" / "parts"
+    parts = sorted(root.glob("??/*"))
+    rc, out, _ = cli(capsys, "doctor", "--dir", str(cons))
+    assert f"  ok        local part store {root}: {len(parts)} parts" in out, out
+    # A damaged part and a stray: removed, said as an advisory; the next pull refetches.
+    parts[0].write_bytes(b"damaged")
+    (root / "zz").mkdir()
+    (root / parts[1].parent.name / "stray").write_bytes(b"x")
+    rc, out, _ = cli(capsys, "doctor", "--dir", str(cons))
+    assert "removed 2 damaged or unused files" in out, out
+    assert not parts[0].exists()
+    rc, out, err = _pull(env, capsys, cons, "--force")
+    assert rc == 0, err
+    assert parts[0].is_file()
