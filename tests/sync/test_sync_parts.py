@@ -4,6 +4,7 @@ parts cut small (monkeypatched sizes) so that a few records make many parts."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -176,8 +177,10 @@ def test_above_the_threshold_auto_publishes_only_parts(
     rc, out, err = _pull(env, capsys, cons)
     assert rc == 0, err
     assert store_files(cons)[f"{snap}.json"] == store_files(prod)[f"{snap}.json"]
-    rc, out, err = cli(capsys, "sync", "list", "--remote", env.url)
-    assert rc == 0 and "kn" in out
+    rc, out, err = cli(capsys, "sync", "list", "--remote", env.url, "--json")
+    assert rc == 0, err
+    row = json.loads(out)["knowledge"][0]
+    assert (row["snapshots"], row["bytes"]) == (1, len(_cck(prod)))
 
 
 def _hostile(env: SyncEnv, snap: str, part: PartRef, case: str) -> dict[str, bytes | Link | None]:
