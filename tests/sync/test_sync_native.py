@@ -300,7 +300,12 @@ def test_import_and_install_of_a_same_value_variant(tmp_path: Path) -> None:
     )
     assert path.read_bytes() == cck.import_to_store_bytes(base)[1]
     assert installed == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert _knowledge_files(tmp_path) == [path.name, "current", "synced.json"]
+    assert _knowledge_files(tmp_path) == [
+        path.name,
+        "current",
+        "installed-stat.json",
+        "synced.json",
+    ]
 
 
 def m_snap(data: bytes) -> str:

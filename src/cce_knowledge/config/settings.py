@@ -108,6 +108,10 @@ class KnowledgeSyncSettings:
     """Ours: path of an OpenSSH allowed_signers file (relative to the project root;
     `--allowed-signers` wins). Set, pull installs only snapshots signed by a key it
     lets sign in namespace `cce-knowledge`, never older than the one installed."""
+    parts: str = "auto"
+    """Ours: how `push` publishes the `.cck`: `auto` (a plain `.cck` up to 32 MiB, else
+    in parts), `always` (parts, plus the plain `.cck` up to 32 MiB) or `never` (a plain
+    `.cck` whatever its size, as the reference does)."""
 
     @property
     def keep_last(self) -> int | None:
@@ -368,6 +372,7 @@ def _knowledge_sync(knowledge: dict[str, yaml.Node] | None, path: Path) -> Knowl
         ),
         signing_key=as_opt_str(m.get("signing_key")) or None,
         allowed_signers=as_opt_str(m.get("allowed_signers")) or None,
+        parts=as_opt_str(m.get("parts")) or "auto",
     )
 
 

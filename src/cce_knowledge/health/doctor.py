@@ -39,6 +39,7 @@ from cce_knowledge.store.snapshots import (
 from cce_knowledge.store.vectors import vectors_path
 from cce_knowledge.sync.accelerator import native
 from cce_knowledge.sync.marker import read_marker_lenient
+from cce_knowledge.sync.parts_pull import part_store
 
 DOCTOR_FAILED = "doctor found definite corruption or config drift (see above)"
 
@@ -266,6 +267,22 @@ def _semantic_check(root: Path, store: KnowledgeStore, r: Report, settings: Sett
         )
 
 
+def _part_store_check(r: Report) -> None:
+    """The local part store (`$CCE_HOME/sync/parts`, kept by pulls of parted corpora):
+    every part verified against its name; damaged ones, strays and parts no kept
+    snapshot names are removed (a later pull fetches what it lacks again)."""
+    store = part_store()
+    if not store.root.is_dir():
+        return
+    checked, removed = store.repair()
+    n, size = store.usage()
+    line = f"local part store {store.root}: {n} part{_plural(n)}, {size / 1e6:.1f} MB"
+    if removed:
+        r.advisory(f"{line} — removed {removed} damaged or unused file{_plural(removed)}")
+    else:
+        r.ok(f"{line} ({checked} verified)")
+
+
 def _native_check(r: Report) -> None:
     """Ours (additive): say so when pulls, pushes or search-index builds run without
     their C accelerator.
@@ -359,6 +376,7 @@ def check_knowledge(
         # the semantic settings are unknown.
         if settings is not None and not _unparsable(settings):
             _semantic_check(root, store, r, settings)
+    _part_store_check(r)
     _native_check(r)
 
 

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -43,12 +44,16 @@ from cce_knowledge.sync.local_read import (
     lfs_pointer,
     local_lfs_object,
 )
+from cce_knowledge.sync.parts import GitParts
 from cce_knowledge.sync.remote import Remote, clone_dir, explain_git_error, scrub, sync_home
 
 IDENTITY = ("-c", "user.name=cce-sync", "-c", "user.email=cce-sync@localhost")
 MAX_PUSH_ATTEMPTS = 5
 CCK_ATTR_LINE = "*.cck filter=lfs diff=lfs merge=lfs -text"
 CCE_ATTR_LINE = "*.cce filter=lfs diff=lfs merge=lfs -text"
+PARTS_SUFFIX = ".parts"
+#: The local ref `fast_commit` builds on before pushing it to the remote branch.
+_FAST_REF = "refs/cce/fast-commit"
 
 
 def lfs_available() -> bool:
@@ -238,10 +243,47 @@ class GitCache:
         if for_write and self._lfs:
             # Installs the pre-push hook that uploads LFS objects; failures are not fatal.
             self.run("lfs", "install", "--local", check=False)
+        if for_write:
+            self._sparse_without_parts()
         if not cloned:  # a fresh clone has just fetched
             self.fetch()
 
+    def _sparse_without_parts(self) -> None:
+        """Keep published parts out of the working tree: a write resets the checkout
+        onto the remote tip, and a parted corpus is thousands of blobs that only git's
+        object store needs (parts are written and removed with `fast_commit`)."""
+        info = self.dir / ".git" / "info"
+        want = "/*\n!/knowledge/*/*/parts/\n"
+        try:
+            info.mkdir(parents=True, exist_ok=True)
+            path = info / "sparse-checkout"
+            if not path.is_file() or path.read_text(encoding="utf-8") != want:
+                _write_no_follow(path, want.encode())
+        except OSError as e:
+            raise SyncError(f"cannot configure the sync clone at {self.dir}: {e}") from e
+        self.run("config", "core.sparseCheckout", "true", check=False)
+        self.run("config", "core.sparseCheckoutCone", "false", check=False)
+
     # ------------------------------------------------------------ reads
+
+    def git_parts(self, corpus_id: str) -> GitParts:
+        """The corpus's published parts as the last fetch saw them."""
+        return GitParts(self.dir / ".git", self.origin, K.corpus_prefix(corpus_id), self._env_all())
+
+    def _env_all(self) -> dict[str, str]:
+        return {**os.environ, **self._env}
+
+    def part_names(self, corpus_id: str, ref: str | None = None) -> set[str]:
+        """The names of the parts published for the corpus at `ref` (the remote tip)."""
+        parts = GitParts(self.dir / ".git", ref or self.origin, K.corpus_prefix(corpus_id))
+        parts.env = self._env_all()
+        return set(parts.entries()) if self.origin_exists() or ref else set()
+
+    def list_parts_indexes(self, corpus_id: str) -> list[str]:
+        if not self.origin_exists():
+            return []
+        names = self.ls_tree_names("--name-only", self.origin, K.corpus_prefix(corpus_id) + "/")
+        return sorted(n for n in names if n.endswith(PARTS_SUFFIX))
 
     @property
     def origin(self) -> str:
@@ -572,6 +614,99 @@ class GitCache:
                     f"landed on {self.origin} — nothing was published; fetch and inspect "
                     f"{self.origin}; local stores are unaffected; re-run the push to retry"
                 )
+
+    def fast_commit(
+        self,
+        writes: Callable[[set[str]], Iterable[tuple[str, bytes]]],
+        deletes: list[str],
+        message: str,
+        label: str | None = None,
+    ) -> int:
+        """One commit on the remote tip written with `git fast-import` (no working tree,
+        no index): blobs added and paths removed, then pushed, at most 5 attempts, each
+        on the fresh tip. `writes(present)` yields the (key, bytes) to add, given the part
+        names the tip already carries (those are neither written nor uploaded again).
+        Returns the number of blobs written by the attempt that landed."""
+        last = ""
+        for _attempt in range(MAX_PUSH_ATTEMPTS):
+            self.fetch()
+            base = None
+            if self.origin_exists():
+                base = self.run("rev-parse", self.origin)[1].decode().strip()
+            written = self._fast_import(base, writes, deletes, message, label)
+            if written is None:
+                return 0  # nothing to change
+            with progress.phase(f"{label}: upload") if label else contextlib.nullcontext():
+                status, _, err = self.run(
+                    "push", "--quiet", "origin", f"{_FAST_REF}:refs/heads/{self.branch}",
+                    check=False, extra_env={"GIT_LFS_SKIP_PUSH": "1"},
+                )  # fmt: skip
+            if status == 0:
+                self.fetch()
+                return written
+            last = self.scrub(f"git push --quiet origin HEAD:refs/heads/{self.branch} failed: "
+                              f"{err.strip()}")  # fmt: skip
+        raise GitFailed(
+            f"push to {self.origin} failed after {MAX_PUSH_ATTEMPTS} attempts (lost a push race "
+            f"{MAX_PUSH_ATTEMPTS} times or the remote kept refusing): {last}"
+        )
+
+    def _fast_import(
+        self,
+        base: str | None,
+        writes: Callable[[set[str]], Iterable[tuple[str, bytes]]],
+        deletes: list[str],
+        message: str,
+        label: str | None,
+    ) -> int | None:
+        present: set[str] = set()
+        if base is not None:
+            status, out, _ = self.run("ls-tree", "-r", "--name-only", "-z", base, "--",
+                                      "knowledge/", check=False)  # fmt: skip
+            if status == 0:
+                present = {p for p in out.decode("utf-8", "replace").split("\0") if p}
+        gone = [d for d in deletes if d in present]
+        proc = subprocess.Popen(
+            ["git", "-C", str(self.dir), "-c", "pack.compression=1", "fast-import", "--quiet",
+             "--force", "--done"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=self._env_all(),
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stderr is not None
+        paths: list[str] = []
+        names = {p.rsplit("/", 1)[-1] for p in present}
+        try:
+            with progress.phase(f"{label}: write parts") if label else contextlib.nullcontext():
+                for key, data in writes(names):
+                    if key in present:
+                        continue
+                    paths.append(key)
+                    proc.stdin.write(b"blob\nmark :%d\ndata %d\n" % (len(paths), len(data)))
+                    proc.stdin.write(data)
+                    proc.stdin.write(b"\n")
+            if not paths and not gone:
+                proc.stdin.write(b"done\n")
+                return None
+            msg = message.encode()
+            proc.stdin.write(
+                b"commit %s\ncommitter cce-sync <cce-sync@localhost> %d +0000\ndata %d\n%s\n"
+                % (_FAST_REF.encode(), int(time.time()), len(msg), msg)
+            )
+            if base is not None:
+                proc.stdin.write(b"from %s\n" % base.encode())
+            for i, key in enumerate(paths, 1):
+                proc.stdin.write(b"M 100644 :%d %s\n" % (i, key.encode()))
+            for key in gone:
+                proc.stdin.write(b"D %s\n" % key.encode())
+            proc.stdin.write(b"\ndone\n")
+        finally:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            err = proc.stderr.read().decode("utf-8", "replace")
+            status = proc.wait()
+        if status != 0:
+            raise GitFailed(self.scrub(f"git fast-import failed: {err.strip()}"))
+        return len(paths)
 
     def remove_many(self, keys: list[str], message: str) -> None:
         if not keys:

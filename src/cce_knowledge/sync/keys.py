@@ -45,6 +45,11 @@ def artifact_key(corpus_id: str, snapshot: str) -> str:
     return f"{PREFIX}/{corpus_id}/{snapshot}.cck"
 
 
+def parts_index_key(corpus_id: str, snapshot: str) -> str:
+    """Ours: the index of a `.cck` published in parts (sync/parts.py)."""
+    return f"{PREFIX}/{corpus_id}/{snapshot}.parts"
+
+
 def pointer_key(corpus_id: str) -> str:
     return f"{PREFIX}/{corpus_id}/current"
 

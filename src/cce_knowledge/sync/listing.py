@@ -17,6 +17,7 @@ from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.untrusted import shown
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.clone import GitCache, open_cache
+from cce_knowledge.sync.parts import MAX_INDEX_BYTES, parse_index
 from cce_knowledge.sync.remote import Remote, RemoteCurrent, make_remote
 
 CODE_PREFIX = "hash/2.3"
@@ -93,11 +94,25 @@ def corpus_row(cache: GitCache, corpus_id: str) -> CorpusRow:
     if cache.has(ptr):
         current = cache.read_text(ptr) or None
     meta = read_corpus_meta(cache, corpus_id)
+    ccks = cache.list_cck(corpus_id)
+    snapshots, size = len(ccks), cache.cck_bytes(corpus_id)
+    # Ours: a snapshot published only in parts counts too, with its `.cck`'s size.
+    plain = {k.rsplit("/", 1)[-1][: -len(".cck")] for k in ccks}
+    for key in cache.list_parts_indexes(corpus_id):
+        snap = key.rsplit("/", 1)[-1][: -len(".parts")]
+        if snap in plain:
+            continue
+        snapshots += 1
+        try:
+            data = cache.read_small(key, MAX_INDEX_BYTES)
+            size += parse_index(key, data).size if data is not None else 0
+        except CceError:
+            pass  # listed, without a size: a listing never fails on one bad index
     return CorpusRow(
         corpus_id=corpus_id,
         current=current,
-        snapshots=len(cache.list_cck(corpus_id)),
-        bytes=cache.cck_bytes(corpus_id),
+        snapshots=snapshots,
+        bytes=size,
         data_as_of=meta_field(meta, "data_as_of"),
         pushed_at=meta_field(meta, "pushed_at"),
     )

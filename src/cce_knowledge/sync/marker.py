@@ -27,6 +27,10 @@ PULLED_FROM_NAME = "pulled-from.json"
 #: Both files are a few hundred bytes; one larger than this is not ours (it is read no
 #: further, and counts as unreadable).
 MAX_RECORD_BYTES = 64 * 1024
+#: Ours: the installed store file's size, mtime and inode as written by the pull, with
+#: its sha256, so the up-to-date check need not hash a multi-GB store when nothing
+#: about the file changed (`sync verify` and `doctor` still hash it).
+STORE_STAT_NAME = "installed-stat.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +186,41 @@ def file_sha256(path: Path, progress_label: str | None = None) -> str:
         return h.hexdigest()
 
 
-def installed_snapshot(root: str | os.PathLike[str], corpus_id: str) -> str | None:
+def _stat_key(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def record_store_stat(root: str | os.PathLike[str], snapshot: str, sha256: str) -> None:
+    """Record the installed store file's stat beside its sha256 (best effort)."""
+    try:
+        doc = {
+            "snapshot": snapshot,
+            "sha256": sha256,
+            "stat": _stat_key(store_path(root, snapshot)),
+        }
+        atomic_write(knowledge_dir(root) / STORE_STAT_NAME, compact(doc).encode("utf-8"))
+    except OSError:
+        pass
+
+
+def _stat_vouches(root: str | os.PathLike[str], snapshot: str, sha256: str) -> bool:
+    """The recorded stat names this snapshot and sha256, and the file's stat is unchanged."""
+    try:
+        obj = json.loads((knowledge_dir(root) / STORE_STAT_NAME).read_text(encoding="utf-8"))
+        return (
+            isinstance(obj, dict)
+            and obj.get("snapshot") == snapshot
+            and obj.get("sha256") == sha256
+            and obj.get("stat") == _stat_key(store_path(root, snapshot))
+        )
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+def installed_snapshot(
+    root: str | os.PathLike[str], corpus_id: str, *, trust_stat: bool = False
+) -> str | None:
     """The snapshot of `corpus_id` that is really installed: `current` names it, the
     marker records the same corpus and snapshot, and the store file still has the bytes
     recorded at pull time. None otherwise — then only a pull can vouch for the root."""
@@ -191,6 +229,8 @@ def installed_snapshot(root: str | os.PathLike[str], corpus_id: str) -> str | No
         return None
     try:
         if m.installed_sha256 is not None:
+            if trust_stat and _stat_vouches(root, m.snapshot, m.installed_sha256):
+                return m.snapshot
             if file_sha256(store_path(root, m.snapshot)) != m.installed_sha256:
                 return None
         elif not store_path(root, m.snapshot).is_file():
@@ -213,4 +253,4 @@ def is_installed(
         return False
     if artifact is None or read_pulled_artifact(root, corpus_id) != artifact:
         return False
-    return installed_snapshot(root, corpus_id) == snapshot
+    return installed_snapshot(root, corpus_id, trust_stat=True) == snapshot

@@ -50,9 +50,12 @@ from cce_knowledge.sync.marker import (
     read_marker_lenient,
     read_marker_strict,
     read_pulled_from,
+    record_store_stat,
     write_marker,
     write_pulled_from,
 )
+from cce_knowledge.sync.parts import MAX_INDEX_BYTES, GitParts
+from cce_knowledge.sync.parts_pull import discard, part_store, rebuild_to_file
 from cce_knowledge.sync.remote import Remote, resolve_remote
 from cce_knowledge.sync.signing import (
     SignatureRefused,
@@ -226,6 +229,7 @@ def install(
             f"could not advance the knowledge `current` pointer under {os.fspath(root)}: {e}"
         ) from e
     prune_other_snapshots(root, snap)
+    record_store_stat(root, snap, installed)
     return path, installed
 
 
@@ -314,7 +318,9 @@ def _read_signed(read: Callable[[str, int], bytes | None], corpus_id: str, snap:
 #: blob on the remote (for an LFS artifact, its pointer's, which changes with the
 #: object's sha256): a snapshot id alone names a feed, and the same feed indexed again
 #: (another redaction mode, say) is a different store under the same snapshot id.
-Found = tuple[str, str, bytes | Path | None, str | None, _Signed]
+#: The last item is a parted snapshot's index (ours; None for a plain `.cck`): the
+#: source is then a rebuilt temporary file the pull deletes when it is done.
+Found = tuple[str, str, bytes | Path | None, str | None, _Signed, bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,23 +343,35 @@ def _offer(
         Callable[[str], str | None],
         Callable[[str], bytes | Path | None],
         Callable[[str, int], bytes | None],
+        Callable[[], GitParts],
     ],
 ) -> Found | None:
     """What the remote offers for `snapshot`, through `read` — its (artifact id, artifact
-    source, small blob) readers, the same for a remote read in place or a working clone;
-    None when the artifact cannot be read this way."""
-    entry_id, artifact_source, small = read
+    source, small blob, parts) readers, the same for a remote read in place or a working
+    clone; None when the artifact cannot be read this way. A snapshot published in
+    parts is rebuilt from them (preferred to a plain `.cck` beside them)."""
+    entry_id, artifact_source, small, parts = read
     corpus_id = want.corpus_id
     if not want.force:
         check_marker_guard(want.root, corpus_id)
+    pkey = K.parts_index_key(corpus_id, snapshot)
+    index_id = entry_id(pkey)
+    if index_id is not None:
+        if want.installed(snapshot, index_id):
+            return snapshot, pkey, None, index_id, _Signed(), None
+        index = small(pkey, MAX_INDEX_BYTES)
+        if index is not None:
+            rebuilt = rebuild_to_file(pkey, index, parts())
+            signed = _read_signed(small, corpus_id, snapshot)
+            return snapshot, pkey, rebuilt, index_id, signed, index
     key = K.artifact_key(corpus_id, snapshot)
     artifact = entry_id(key)
     if artifact is not None and want.installed(snapshot, artifact):
-        return snapshot, key, None, artifact, _Signed()
+        return snapshot, key, None, artifact, _Signed(), None
     source = artifact_source(key)
     if source is None:
         return None
-    return snapshot, key, source, artifact, _read_signed(small, corpus_id, snapshot)
+    return snapshot, key, source, artifact, _read_signed(small, corpus_id, snapshot), None
 
 
 def _locate_in_place(rem: Remote, want: _Wanted) -> Found | None:
@@ -369,7 +387,12 @@ def _locate_in_place(rem: Remote, want: _Wanted) -> Found | None:
         if not snapshot:
             return None
         K.check_remote_pointer(want.corpus_id, snapshot)
-    return _offer(want, snapshot, (direct.entry_id, direct.artifact_in_place, direct.small_blob))
+    parts = GitParts(direct.git_dir, f"refs/heads/{direct.branch}", K.corpus_prefix(want.corpus_id))
+    return _offer(
+        want,
+        snapshot,
+        (direct.entry_id, direct.artifact_in_place, direct.small_blob, lambda: parts),
+    )
 
 
 def _fetch(rem: Remote, want: _Wanted) -> Found:
@@ -395,7 +418,16 @@ def _fetch(rem: Remote, want: _Wanted) -> Found:
                 raise SyncError(no_pointer(corpus_id)) from e
             if snapshot:
                 K.check_remote_pointer(corpus_id, snapshot)
-        found = _offer(want, snapshot, (cache.blob_id, cache.artifact_source, cache.read_small))
+        found = _offer(
+            want,
+            snapshot,
+            (
+                cache.blob_id,
+                cache.artifact_source,
+                cache.read_small,
+                lambda: cache.git_parts(corpus_id),
+            ),
+        )
     assert found is not None  # the working clone's artifact_source raises, never None
     return found
 
@@ -527,12 +559,37 @@ def pull_corpus(
         return allowed is None or (floor is not None and floor.snapshot == snap)
 
     with progress.phase("pull: fetch"):
-        snapshot, key, fetched, artifact, signed = _fetch(
+        snapshot, key, fetched, artifact, signed, index = _fetch(
             rem, _Wanted(root, corpus_id, snapshot, force, up_to_date)
         )
     if fetched is None:
         return _up_to_date(root, corpus_id, snapshot, rem, artifact, if_current)
-    source: bytes | Path = fetched
+    try:
+        result = _install_fetched(
+            root, corpus_id, snapshot, rem, (key, fetched, artifact, signed), force, allowed,
+            after_install, reset_trust,
+        )  # fmt: skip
+    finally:
+        if index is not None and isinstance(fetched, Path):
+            discard(fetched)
+    if index is not None:
+        part_store().keep(corpus_id, index)  # the parts of what is installed stay
+    return result
+
+
+def _install_fetched(
+    root: str | os.PathLike[str],
+    corpus_id: str,
+    snapshot: str,
+    rem: Remote,
+    got: tuple[str, bytes | Path, str | None, _Signed],
+    force: bool,
+    allowed: Any,
+    after_install: Callable[[str], SearchBuild] | None,
+    reset_trust: bool = False,
+) -> PullResult:
+    """Verify (signature, artifact) and install what `_fetch` got, under the lock."""
+    key, source, artifact, signed = got
     warnings: list[str] = []
     signed_by = _unverified_signer(signed, warnings) if allowed is None else None
     warnings += allowed.skipped if allowed is not None else ()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cce_knowledge.config.settings import Settings
 from cce_knowledge.contract.manifest import LeftOut
 from cce_knowledge.core import progress
-from cce_knowledge.core.errors import CceError, SyncError
+from cce_knowledge.core.errors import CceError, ConfigError, SyncError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.untrusted import shown
 from cce_knowledge.store.left_out import read_left_out
@@ -32,8 +33,22 @@ from cce_knowledge.sync.cck import (
     fast_export_store_bytes,
     import_keyed_chunk_digests,
 )
-from cce_knowledge.sync.clone import CCK_ATTR_LINE, GitCache, lfs_available, open_cache
+from cce_knowledge.sync.clone import (
+    CCK_ATTR_LINE,
+    GitCache,
+    lfs_available,
+    open_cache,
+)
 from cce_knowledge.sync.outgoing import Outgoing, outgoing_from_store
+from cce_knowledge.sync.parts import (
+    MAX_INDEX_BYTES,
+    PLAIN_CCK_MAX,
+    PartIndex,
+    parse_index,
+    part_key,
+    split,
+)
+from cce_knowledge.sync.parts_pull import remote_artifact
 from cce_knowledge.sync.remote import Remote, resolve_remote
 from cce_knowledge.sync.signing import (
     SigningKey,
@@ -112,6 +127,15 @@ class PushResult:
     #: the `--authors` mode that did (from the manifest `index --manifest` verified)
     left_out: list[str] = field(default_factory=list)
     left_out_authors: str | None = None
+    #: a parted publish (ours): the index's key, parts in all, parts and bytes new
+    parts_key: str | None = None
+    parts: int = 0
+    parts_new: int = 0
+    parts_new_bytes: int = 0
+    #: whether the plain `<snapshot>.cck` was published too
+    plain: bool = True
+    #: parts removed by retention (no kept snapshot uses them)
+    parts_pruned: int = 0
     report: str = ""
 
 
@@ -160,7 +184,7 @@ def _guard(
     key = K.artifact_key(corpus_id, remote_snap)
     try:
         # Verified like a pull, but only record ids and content digests are kept.
-        artifact = cache.read_artifact(key)
+        artifact = remote_artifact(cache, corpus_id, remote_snap)
         remote = chunk_digests(artifact) or import_keyed_chunk_digests(key, artifact)
         remote_manifest, remote_chunks = remote
     except CceError as e:
@@ -197,24 +221,60 @@ def _guard(
 
 
 def retention_prune(cache: GitCache, corpus_id: str, snapshot: str, keep: int) -> list[str]:
-    """Keys pruned under keep-last-<keep> (first-added order; `current` always kept)."""
-    keys = cache.list_cck(corpus_id)
+    """Keys pruned under keep-last-<keep> (first-added order; `current` always kept).
+
+    A snapshot is its `.cck` and/or its `.parts` index (ours); the parts no kept index
+    names go in a second commit (`prune_parts`)."""
+    keys = cache.list_cck(corpus_id) + cache.list_parts_indexes(corpus_id)
     history = cache.first_added(corpus_id)
     pos = {k: i for i, k in enumerate(history)}
     inf = len(history) + 1
-    ordered = sorted(keys, key=lambda k: (pos.get(k, inf), k))
+    first: dict[str, tuple[int, str]] = {}
+    for k in keys:
+        snap = snapshot_of(k)
+        here = (pos.get(k, inf), K.artifact_key(corpus_id, snap))
+        first[snap] = min(first.get(snap, here), here)
+    ordered = sorted(first, key=lambda snap: first[snap])
     keep_from = max(0, len(ordered) - keep)
-    current = K.artifact_key(corpus_id, snapshot)
-    doomed = [k for k in ordered[:keep_from] if k != current]
+    doomed_snaps = {snap for snap in ordered[:keep_from] if snap != snapshot}
+    doomed = [k for k in keys if snapshot_of(k) in doomed_snaps]
     # A statement and its signature go with their snapshot (ours; the reference prunes
     # only `.cck` keys, so one it pruned leaves them behind: they go here too).
     kept = {snapshot_of(k) for k in keys if k not in doomed}
-    names = cache.ls_tree_names("-r", "--name-only", cache.origin, K.corpus_prefix(corpus_id) + "/")
+    names = cache.ls_tree_names("--name-only", cache.origin, K.corpus_prefix(corpus_id) + "/")
     doomed += [n for n in names if is_statement_key(n) and snapshot_of(n) not in kept]
     for k in doomed:
         K.check_prune_key(k, corpus_id)
-    cache.remove_many(doomed, f"cce knowledge sync: retention prune ({corpus_id})")
-    return doomed
+    cache.remove_many(sorted(doomed), f"cce knowledge sync: retention prune ({corpus_id})")
+    # One key per pruned snapshot: its `.cck`, else its index.
+    return sorted(
+        K.artifact_key(corpus_id, snap)
+        if K.artifact_key(corpus_id, snap) in doomed
+        else K.parts_index_key(corpus_id, snap)
+        for snap in doomed_snaps
+    )
+
+
+def prune_parts(cache: GitCache, corpus_id: str) -> int:
+    """Remove the parts that no `.parts` index on the remote tip names; returns how many."""
+    indexes = cache.list_parts_indexes(corpus_id)
+    used: set[str] = set()
+    for k in indexes:
+        data = cache.read_small(k, MAX_INDEX_BYTES)
+        if data is None:
+            continue
+        used |= parse_index(k, data).names()
+    prefix = K.corpus_prefix(corpus_id)
+    doomed = sorted(part_key(prefix, n) for n in cache.part_names(corpus_id) - used)
+    for k in doomed:
+        K.check_prune_key(k, corpus_id)
+    if doomed:
+        cache.fast_commit(
+            lambda _present: (),
+            doomed,
+            f"cce knowledge sync: prune {len(doomed)} parts ({corpus_id})",
+        )
+    return len(doomed)
 
 
 def success_report(res: PushResult, policy: int | None) -> str:
@@ -226,6 +286,11 @@ def success_report(res: PushResult, policy: int | None) -> str:
         f"  data as-of : {res.data_as_of or '-'}\n"
         f"  pushed at  : {res.pushed_at}\n"
     )
+    if res.parts_key is not None:
+        out += (
+            f"  parts      : {res.parts} ({res.parts_new} new, {res.parts_new_bytes} bytes) "
+            f"in {res.parts_key}{'' if res.plain else ' (no plain .cck)'}\n"
+        )
     if res.vectors:
         out += f"  vectors    : {', '.join(res.vectors)} (published beside the artifact)\n"
     if res.signed_by is not None:
@@ -235,6 +300,8 @@ def success_report(res: PushResult, policy: int | None) -> str:
     elif res.pruned:
         s = "" if len(res.pruned) == 1 else "s"
         out += f"  retention  : pruned {len(res.pruned)} snapshot{s} (keep-last-{policy})\n"
+    if res.parts_pruned:
+        out += f"  retention  : removed {res.parts_pruned} parts no kept snapshot uses\n"
     return out
 
 
@@ -295,19 +362,34 @@ def push_corpus(
     rem: Remote = resolve_remote(settings, remote)
     res = _new_result(corpus_id, out.manifest, rem)
     use_lfs = settings.sync.lfs if lfs is None else lfs
-    if use_lfs and not dry_run and not lfs_available():
+    with_parts, plain = parts_plan(settings.knowledge.sync.parts, len(out.data))
+    if use_lfs and plain and not dry_run and not lfs_available():
         raise SyncError(NO_LFS)
     with open_cache(rem, for_write=not dry_run) as cache:
         if dry_run or not force:
             _guard(cache, out, corpus_id, res, dry_run, read_left_out(root, res.snapshot))
         if dry_run:
             return res
-        if skip_unchanged and res.guard == "unchanged":
+        if (
+            skip_unchanged
+            and res.guard == "unchanged"
+            and _same_shape(cache, res, with_parts, plain)
+        ):
             res.unchanged_skipped = True
             res.report = unchanged_skip_report(res)
             return res
         allowed = _publisher_allowed(root, settings) if key is not None else None
-        _publish(cache, root, out, res, use_lfs, key, _vector_model(settings), allowed)
+        _publish(
+            cache,
+            root,
+            out,
+            res,
+            use_lfs,
+            key,
+            _vector_model(settings),
+            (with_parts, plain),
+            allowed,
+        )
         _retain(cache, res, policy)
         res.report = success_report(res, policy)
     return res
@@ -346,6 +428,42 @@ def _new_result(corpus_id: str, m: CckManifest, rem: Remote) -> PushResult:
     )
 
 
+def parts_plan(mode: str, size: int) -> tuple[bool, bool]:
+    """(publish parts, publish the plain `.cck`) for `knowledge.sync.parts` and the
+    artifact's size (docs/spec/sync.md §13.2)."""
+    if mode == "never":
+        return False, True
+    if mode == "always":
+        return True, size <= PLAIN_CCK_MAX
+    if mode != "auto":
+        raise ConfigError(
+            f"knowledge.sync.parts: '{shown(mode)}' is not a parts policy; allowed: "
+            "`auto`, `always` or `never`"
+        )
+    return size > PLAIN_CCK_MAX, size <= PLAIN_CCK_MAX
+
+
+def _publish_parts(cache: GitCache, out: Outgoing, res: PushResult) -> PartIndex:
+    """The parts commit (before the publish commit, which adds the index): only the
+    parts the remote lacks are written and uploaded."""
+    index, spans = split(out.data)
+    prefix = K.corpus_prefix(res.corpus_id)
+
+    def writes(present: set[str]) -> Iterator[tuple[str, bytes]]:
+        seen = set(present)
+        for (a, b), ref in zip(spans, index.parts, strict=True):
+            if ref.sha256 not in seen:
+                seen.add(ref.sha256)
+                res.parts_new_bytes += b - a
+                yield part_key(prefix, ref.sha256), bytes(out.data[a:b])
+
+    res.parts_new = cache.fast_commit(
+        writes, [], f"cce sync: parts of {res.corpus_id}@{res.snapshot}", label="push"
+    )
+    res.parts = len(index.parts)
+    return index
+
+
 def _publish(
     cache: GitCache,
     root: str | os.PathLike[str],
@@ -354,23 +472,35 @@ def _publish(
     use_lfs: bool,
     key: SigningKey | None = None,
     vector_model: str | None = None,
+    plan: tuple[bool, bool] = (False, True),
     allowed: AllowedSigners | None = None,
 ) -> None:
-    """The one publish commit: artifact, `current`, corpus.json, the vectors of
+    """The one publish commit: artifact (the plain `.cck` and/or the parts index, the
+    parts committed just before), `current`, corpus.json, the vectors of
     `vector_model` (the configured embedding model) if there are any and, with a
     signing key, the signed statement."""
     corpus_id, m = res.corpus_id, out.manifest
-    if use_lfs:
+    with_parts, res.plain = plan
+    if use_lfs and res.plain:
         cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
+    entries: list[tuple[str, bytes]] = []
+    if with_parts:
+        index = _publish_parts(cache, out, res)
+        res.parts_key = K.parts_index_key(corpus_id, m.snapshot)
+        entries.append((res.parts_key, index.encode()))
+        if not res.plain:
+            res.key = res.parts_key
     res.pushed_at = utc_now()
-    entries = [
-        (res.key, out.data),
+    if res.plain:
+        entries.append((res.key, out.data))
+    entries += [
         (K.pointer_key(corpus_id), f"{m.snapshot}\n".encode()),
         (K.meta_key(corpus_id), corpus_meta(m, corpus_id, res.pushed_at)),
     ]
-    entries += _vector_entries(cache, root, res, use_lfs, vector_model)
+    vectors = _vector_entries(cache, root, res, use_lfs, vector_model)
+    entries += vectors
     if key is not None:
-        entries += _signed_entries(cache, out, res, entries[3:], key, allowed)
+        entries += _signed_entries(cache, out, res, vectors, key, allowed)
     for k, _ in entries:
         K.check_write_key(k, corpus_id)
     # An unchanged re-publish (guard: same key, same checksum on the remote) only
@@ -457,6 +587,15 @@ def _signed_entries(
     return [(res.statement_key, st_bytes), (signature_key(corpus_id, res.snapshot), sig_bytes)]
 
 
+def _same_shape(cache: GitCache, res: PushResult, with_parts: bool, plain: bool) -> bool:
+    """The remote already carries the keys this push would publish (an unchanged
+    re-publish under --skip-unchanged then writes nothing)."""
+    wanted = [K.artifact_key(res.corpus_id, res.snapshot)] if plain else []
+    if with_parts:
+        wanted.append(K.parts_index_key(res.corpus_id, res.snapshot))
+    return all(cache.has(k) for k in wanted)
+
+
 def _publish_message(res: PushResult, unchanged: bool) -> str:
     # The reference says "3 artifacts" either way; an unchanged re-publish says what
     # it really commits.
@@ -479,6 +618,8 @@ def _retain(cache: GitCache, res: PushResult, policy: int | None) -> None:
     res.retention = f"keep-last-{policy}"
     try:
         res.pruned = retention_prune(cache, res.corpus_id, res.snapshot, policy)
+        if res.pruned or res.parts_key is not None:
+            res.parts_pruned = prune_parts(cache, res.corpus_id)
 
         stale = stale_vector_keys(cache, res.corpus_id)
         for k in stale:
