@@ -4,6 +4,8 @@ Beyond uvicorn's defaults: a request head over 8 KiB is refused (h11's incomplet
 event cap), and a connection that has not sent a whole request head within
 HEAD_SECONDS of opening (or of its last answer) is closed — uvicorn alone would
 keep an idle or half-sent connection open forever.
+
+Lazy imports: the MCP SDK's transport and the tools load when a server is made.
 """
 
 from __future__ import annotations
@@ -152,7 +154,7 @@ def serve(opts: ServeOptions, corpus: Corpus, token: bytes, sock: socket.socket)
     if opts.workers <= 1:
         _serve_one(sock, make_app())
         return
-    children: dict[int, int | None] = {}
+    children: dict[int, int] = {}
 
     def spawn(slot: int) -> None:
         pid = os.fork()
@@ -186,8 +188,10 @@ def serve(opts: ServeOptions, corpus: Corpus, token: bytes, sock: socket.socket)
             break
         except InterruptedError:
             continue
-        slot = children.pop(pid, None)
-        if slot is not None and not stopping:
+        if pid not in children:
+            continue
+        slot = children.pop(pid)
+        if not stopping:
             print(
                 f"cce corpus serve: worker {pid} exited ({status}); starting another",
                 file=sys.stderr,
