@@ -29,6 +29,18 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 TIMEOUT = b'{"error":"timeout"}'
 BUSY = b'{"error":"busy"}'
 INTERNAL = b'{"error":"internal error"}'
+HEAD_TOO_LARGE = b'{"error":"request head too large"}'
+AMBIGUOUS = b'{"error":"ambiguous message framing"}'
+#: A request head (request line and headers) over this many bytes is refused. h11's
+#: own cap (set to the same figure) only sees a head that arrives in pieces.
+MAX_HEAD_BYTES = 8 * 1024
+
+
+def head_size(scope: Scope) -> int:
+    """The request head's bytes as sent, give or take the spaces h11 trimmed."""
+    line = len(scope["method"]) + len(scope.get("raw_path", b"")) + 1
+    line += len(scope.get("query_string", b"")) + 12
+    return line + sum(len(k) + len(v) + 4 for k, v in scope["headers"]) + 2
 
 
 class Limits:
@@ -42,13 +54,24 @@ class Limits:
         self.deadline = deadline
 
 
-async def _answer(send: Send, status: int, body: bytes, challenge: bool = False) -> None:
+def ambiguous_framing(scope: Scope) -> bool:
+    """Content-Length beside Transfer-Encoding: h11 follows the latter, as RFC 9112
+    allows, but a proxy in front may follow the former (request smuggling)."""
+    names = {k.lower() for k, _ in scope["headers"]}
+    return b"content-length" in names and b"transfer-encoding" in names
+
+
+async def _answer(
+    send: Send, status: int, body: bytes, challenge: bool = False, close: bool = False
+) -> None:
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
     ]
     if challenge:
         headers.append((b"www-authenticate", b"Bearer"))
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -95,6 +118,12 @@ class CorpusApp:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if head_size(scope) > MAX_HEAD_BYTES:
+            await _answer(send, 431, HEAD_TOO_LARGE, close=True)
+            return
+        if ambiguous_framing(scope):
+            await _answer(send, 400, AMBIGUOUS, close=True)
+            return
         if not wire.authorized(scope["headers"], self._token):
             await _answer(send, 401, wire.UNAUTHORIZED, challenge=True)
             return

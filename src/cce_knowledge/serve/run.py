@@ -24,12 +24,11 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from cce_knowledge.serve.app import CorpusApp, Limits
+from cce_knowledge.serve.app import MAX_HEAD_BYTES, CorpusApp, Limits
 from cce_knowledge.serve.corpus import Corpus
 
 log = logging.getLogger("cce_knowledge.serve")
 
-MAX_HEAD_BYTES = 8 * 1024
 HEAD_SECONDS = 10.0
 
 
