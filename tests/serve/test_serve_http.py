@@ -274,7 +274,7 @@ def test_mcp_over_streamable_http(server: Server) -> None:
     names, text = anyio.run(main)
     assert {"context_search", "expand_chunk", "related_context", "index_status"} <= set(names)
     assert "Checkout service runbook" in text
-    status, h, _ = server.get("/mcp", None, "POST")
+    status, _h, _ = server.get("/mcp", None, "POST")
     assert status == 401
 
 

@@ -76,7 +76,7 @@ def _reference_fit(content: str) -> str:
 
 
 _text = st.text(
-    alphabet=st.sampled_from(list("ab.!? \n\t\u00a0\u2003é😀\x1c") + ["\u3000"]),
+    alphabet=st.sampled_from([*"ab.!? \n\t\u00a0\u2003é😀\x1c", "\u3000"]),
     max_size=900,
 )
 
