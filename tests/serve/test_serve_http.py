@@ -341,6 +341,11 @@ def test_empty_before_first_pull_and_broken_store_refused(tmp_path: Path) -> Non
     assert r.returncode == 1 and "error:" in r.stderr
 
 
+def _tree(pid: int) -> list[int]:
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(p for k in kids for p in _tree(int(k)))]
+
+
 def test_swap_under_load_without_failures(tmp_path: Path) -> None:
     _index(tmp_path)
     s = Server(tmp_path, "--workers", "2")
@@ -359,6 +364,8 @@ def test_swap_under_load_without_failures(tmp_path: Path) -> None:
                 failures.append(e)
 
     threads = [threading.Thread(target=hammer) for _ in range(8)]
+    old = (tmp_path / ".cce/knowledge/current").read_text().strip()
+    mapped_after: list[str] = []
     try:
         for t in threads:
             t.start()
@@ -368,11 +375,19 @@ def test_swap_under_load_without_failures(tmp_path: Path) -> None:
         while time.monotonic() < deadline and not any(b"zanzibar" in b for b in seen):
             time.sleep(0.2)
         time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join()
+        time.sleep(1.5)  # a poll or two: the old snapshot's last requests have ended
+        for pid in _tree(s.proc.pid):
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            mapped_after += [ln for ln in maps.splitlines() if old in ln]
     finally:
         stop.set()
         for t in threads:
             t.join()
         s.stop()
+    assert mapped_after == []  # the old snapshot is released once its requests end
     assert failures == []
     assert any(b"zanzibar" in b for b in seen)
     # every answer is wholly one snapshot's: the old title or the new, never a mix

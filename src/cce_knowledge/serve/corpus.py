@@ -118,6 +118,11 @@ class Corpus:
         if sig is not None:
             self._served = open_served(self.root, sig, self.settings)
 
+    def release(self) -> None:
+        """Let go of the served snapshot (the parent of forked workers holds none)."""
+        self._served = None
+        gc.collect()
+
     @property
     def served(self) -> Served | None:
         return self._served

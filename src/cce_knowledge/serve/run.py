@@ -160,6 +160,7 @@ def serve(opts: ServeOptions, corpus: Corpus, token: bytes, sock: socket.socket)
         if pid == 0:  # the worker: its own event loop over the shared socket
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us with TERM
             try:
+                corpus.poll_once()  # a respawned worker opens the store itself
                 _serve_one(sock, make_app())
             finally:
                 os._exit(0)
@@ -167,6 +168,9 @@ def serve(opts: ServeOptions, corpus: Corpus, token: bytes, sock: socket.socket)
 
     for slot in range(opts.workers):
         spawn(slot)
+    # The workers hold the snapshot (its pages shared); the parent only supervises, and
+    # must not keep a swapped-out snapshot's mappings alive.
+    corpus.release()
     stopping = False
 
     def stop(signum: int, frame: Any) -> None:
