@@ -17,7 +17,7 @@ load average (the machine may be shared).
 Traffic goes to 127.0.0.1 only; the run is bounded by --seconds and --max-requests.
 
 Usage:
-  python bench/bench_serve.py ROOT [--swap-feed FEED] [--clients 64] [--seconds 60]
+  python bench/bench_serve.py ROOT [--swap-feed FEED] [--swap-at 0.2] [--clients 64] [--seconds 60]
       [--workers 2] [--max-requests 2000000] [--queries 200]
 """
 
@@ -169,6 +169,14 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--max-requests", type=int, default=2_000_000)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument(
+        "--swap-at",
+        type=float,
+        default=0.2,
+        metavar="FRACTION",
+        help="start the swap's index this far into the run (default 0.2: a "
+        "large feed's index must end before the run does)",
+    )
     a = ap.parse_args()
 
     qs = queries(a.root, a.queries)
@@ -211,7 +219,7 @@ def main() -> int:
     swap: dict[str, float] = {}
 
     def do_swap() -> None:
-        time.sleep(a.seconds / 2)
+        time.sleep(a.seconds * a.swap_at)
         t0 = time.monotonic()
         r = subprocess.run(
             [
@@ -228,8 +236,10 @@ def main() -> int:
             text=True,
         )
         swap["seconds"] = time.monotonic() - t0
+        swap["done_at"] = time.monotonic() - run_start[0]
         swap["rc"] = r.returncode
 
+    run_start = [time.monotonic()]
     peak = [0]
     done = threading.Event()
 
@@ -241,6 +251,7 @@ def main() -> int:
     swapper = threading.Thread(target=do_swap) if a.swap_feed else None
     if swapper:
         swapper.start()
+    run_start[0] = time.monotonic()
     load0 = os.getloadavg()[0]
     lat, fails, wall = asyncio.run(drive(port, targets, a.clients, a.seconds, a.max_requests))
     load1 = os.getloadavg()[0]
