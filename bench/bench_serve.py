@@ -275,7 +275,10 @@ def main() -> int:
         ("failed requests", f"{len(fails)}" + (f" ({sorted(set(fails))[:3]})" if fails else "")),
         (
             "snapshot swap",
-            f"index rc={swap.get('rc')} in {swap.get('seconds', 0):.1f} s" if swapper else "none",
+            f"index rc={swap.get('rc')}, {swap.get('seconds', 0):.1f} s, current replaced "
+            f"at t={swap.get('done_at', 0):.1f} s of {wall:.0f} s"
+            if swapper
+            else "none",
         ),
         ("one warm search (in-process)", f"{single * 1e3:.2f} ms"),
         ("target: 80% of cores/latency", f"{target:.0f} req/s ({cores} cores)"),
