@@ -17,6 +17,7 @@ from cce_knowledge.cli import (
     action_cmds,
     consumer_cmds,
     contract_cmds,
+    corpus_cmds,
     extract_cmd,
     index_cmd,
     retrieval_cmds,
@@ -65,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
         "the git cache: init, list, pull --all, verify",
         "Work with the git cache repository that carries published corpora.",
     )
+
+    csub = add_group(
+        top,
+        "corpus",
+        "serve a corpus over HTTP: GET /docs and MCP",
+        "Serve an installed corpus to programs and agents over HTTP.",
+    )
+    corpus_cmds.register_corpus(csub)
 
     for mod in _KNOWLEDGE_MODULES:
         reg = getattr(mod, "register_knowledge", None)

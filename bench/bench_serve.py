@@ -1,0 +1,300 @@
+"""Benchmark: `cce corpus serve` under 64 concurrent clients, with a snapshot swap.
+
+Given an indexed ROOT (e.g. the 100k bench corpus: bench/make_feed.py, then
+`cce knowledge index`):
+  1. the peer/floor: one warm in-process search's latency (`Searcher.search`, median
+     over the queries), in its own process; the target is
+     throughput >= 80% of (cores / that latency);
+  2. `cce corpus serve --dir ROOT --workers W` on an ephemeral loopback port;
+  3. C clients (asyncio, one keep-alive connection each, raw HTTP/1.1) send
+     `GET /docs?service=…&q=…` for D seconds or N requests, whichever ends first;
+  4. half-way through, `cce knowledge index SWAP_FEED --dir ROOT` replaces `current`
+     (with --swap-feed): every request must still answer 200.
+Printed: requests, failures, throughput, the target, p50/p95/p99 latency, the server's
+peak memory (sum of its processes' VmHWM) and each worker's private memory, and the
+load average (the machine may be shared).
+
+Traffic goes to 127.0.0.1 only; the run is bounded by --seconds and --max-requests.
+
+Usage:
+  python bench/bench_serve.py ROOT [--swap-feed FEED] [--swap-at 0.2] [--clients 64] [--seconds 60]
+      [--workers 2] [--max-requests 2000000] [--queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+TOKEN = "bench-" + os.urandom(8).hex()
+
+
+def queries(root: Path, n: int) -> list[str]:
+    """Title words of every k-th chunk (deterministic), as service + q."""
+    from cce_knowledge.store.snapshots import read_current, store_path
+    from cce_knowledge.store.view import open_view
+
+    view = open_view(store_path(root, read_current(root)))
+    total = view.chunk_count
+    out: list[str] = []
+    step = max(1, total // n)
+    for i in range(0, total, step):
+        words = re.findall(r"[A-Za-z]{4,}", str(view.raw_chunk(i).get("title", "")))
+        if words:
+            out.append(" ".join(words[:3]))
+        if len(out) >= n:
+            break
+    return out or ["knowledge"]
+
+
+def peer_latency(root: Path, qs: list[str]) -> float:
+    """Median seconds of one warm search, in a child process (its own memory)."""
+    code = (
+        "import sys,json,time,statistics\n"
+        "from cce_knowledge.config.settings import load_settings\n"
+        "from cce_knowledge.retrieval.searcher import Searcher\n"
+        "root=sys.argv[1]; qs=json.loads(sys.stdin.read())\n"
+        "s=Searcher(root, load_settings(root)); s.warm()\n"
+        "for q in qs[:10]: s.search(q, 10)\n"
+        "t=[]\n"
+        "for q in qs:\n"
+        "    t0=time.perf_counter(); s.search(q, 10); t.append(time.perf_counter()-t0)\n"
+        "print(statistics.median(t))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(root)],
+        input=json.dumps(qs),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(r.stdout.strip())
+
+
+def tree_pids(pid: int) -> list[int]:
+    out = [pid]
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return out
+    for k in kids:
+        out.extend(tree_pids(int(k)))
+    return out
+
+
+def status_kb(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def private_kb(pid: int) -> int:
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return sum(
+        int(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith(("Private_Clean:", "Private_Dirty:"))
+    )
+
+
+async def client(
+    port: int,
+    targets: list[bytes],
+    stop_at: float,
+    budget: list[int],
+    lat: list[float],
+    fails: list[str],
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    i = 0
+    try:
+        while time.monotonic() < stop_at and budget[0] > 0:
+            budget[0] -= 1
+            target = targets[i % len(targets)]
+            i += 1
+            t0 = time.perf_counter()
+            writer.write(
+                b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Authorization: Bearer " + TOKEN.encode() + b"\r\n\r\n"
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            m = re.search(rb"content-length: (\d+)", head, re.IGNORECASE)
+            body = await reader.readexactly(int(m.group(1)) if m else 0)
+            lat.append(time.perf_counter() - t0)
+            status = head.split(b" ", 2)[1]
+            if status != b"200" or not body.startswith(b'{"docs":['):
+                fails.append(status.decode())
+    except (OSError, asyncio.IncompleteReadError) as e:
+        fails.append(f"{type(e).__name__}: {e}")
+    finally:
+        writer.close()
+
+
+async def drive(
+    port: int, targets: list[bytes], clients: int, seconds: float, max_requests: int
+) -> tuple[list[float], list[str], float]:
+    lat: list[float] = []
+    fails: list[str] = []
+    budget = [max_requests]
+    t0 = time.monotonic()
+    stop_at = t0 + seconds
+    await asyncio.gather(
+        *(client(port, targets, stop_at, budget, lat, fails) for _ in range(clients))
+    )
+    return lat, fails, time.monotonic() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", type=Path)
+    ap.add_argument("--swap-feed", type=Path)
+    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--max-requests", type=int, default=2_000_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument(
+        "--swap-at",
+        type=float,
+        default=0.2,
+        metavar="FRACTION",
+        help="start the swap's index this far into the run (default 0.2: a "
+        "large feed's index must end before the run does)",
+    )
+    a = ap.parse_args()
+
+    qs = queries(a.root, a.queries)
+    single = peer_latency(a.root, qs)
+    cores = os.cpu_count() or 1
+    target = 0.8 * cores / single
+    targets = [
+        b"/docs?" + urllib.parse.urlencode({"service": q.split()[0], "q": q}).encode() for q in qs
+    ]
+    env = {**os.environ, "CCE_CORPUS_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cce_knowledge",
+            "corpus",
+            "serve",
+            "--dir",
+            str(a.root),
+            "--port",
+            "0",
+            "--workers",
+            str(a.workers),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.search(r"127\.0\.0\.1:(\d+)/docs", line)
+    if not m:
+        proc.kill()
+        print(line, proc.stderr.read() if proc.stderr else "", file=sys.stderr)
+        return 1
+    port = int(m.group(1))
+    time.sleep(2)  # workers up
+    asyncio.run(drive(port, targets[:20], 4, 3, 400))  # warm every worker
+    swap: dict[str, float] = {}
+
+    def do_swap() -> None:
+        time.sleep(a.seconds * a.swap_at)
+        t0 = time.monotonic()
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cce_knowledge",
+                "knowledge",
+                "index",
+                str(a.swap_feed),
+                "--dir",
+                str(a.root),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        swap["seconds"] = time.monotonic() - t0
+        swap["done_at"] = time.monotonic() - run_start[0]
+        swap["rc"] = r.returncode
+
+    run_start = [time.monotonic()]
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            peak[0] = max(peak[0], sum(status_kb(p, "VmRSS") for p in tree_pids(proc.pid)))
+
+    threading.Thread(target=sample, daemon=True).start()
+    swapper = threading.Thread(target=do_swap) if a.swap_feed else None
+    if swapper:
+        swapper.start()
+    run_start[0] = time.monotonic()
+    load0 = os.getloadavg()[0]
+    lat, fails, wall = asyncio.run(drive(port, targets, a.clients, a.seconds, a.max_requests))
+    load1 = os.getloadavg()[0]
+    if swapper:
+        swapper.join()
+    done.set()
+    hwm = sum(status_kb(p, "VmHWM") for p in tree_pids(proc.pid))
+    workers = [p for p in tree_pids(proc.pid) if p != proc.pid] or [proc.pid]
+    priv = [private_kb(p) for p in workers]
+    proc.terminate()
+    proc.wait(timeout=30)
+
+    lat.sort()
+
+    def pct(p: float) -> float:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3 if lat else float("nan")
+
+    thr = len(lat) / wall
+    rows = [
+        ("requests answered", f"{len(lat)}"),
+        ("failed requests", f"{len(fails)}" + (f" ({sorted(set(fails))[:3]})" if fails else "")),
+        (
+            "snapshot swap",
+            f"index rc={swap.get('rc')}, {swap.get('seconds', 0):.1f} s, current replaced "
+            f"at t={swap.get('done_at', 0):.1f} s of {wall:.0f} s"
+            if swapper
+            else "none",
+        ),
+        ("one warm search (in-process)", f"{single * 1e3:.2f} ms"),
+        ("target: 80% of cores/latency", f"{target:.0f} req/s ({cores} cores)"),
+        ("throughput", f"{thr:.0f} req/s ({thr / target * 80:.0f}% of cores/latency)"),
+        ("latency p50 / p95 / p99", f"{pct(0.5):.1f} / {pct(0.95):.1f} / {pct(0.99):.1f} ms"),
+        ("queueing implied (clients/thr)", f"{a.clients / thr * 1e3:.1f} ms" if thr else "-"),
+        ("server peak RSS (sum, VmHWM)", f"{max(hwm, peak[0]) / 1024:.0f} MiB"),
+        ("private memory per worker", ", ".join(f"{k / 1024:.0f} MiB" for k in priv)),
+        ("load average before / after", f"{load0:.1f} / {load1:.1f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print(f"cce corpus serve: {a.clients} clients, {a.seconds:g} s, {a.workers} workers, {a.root}")
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
+    return 0 if not fails else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
