@@ -164,7 +164,8 @@ def _assert_clean_output(cmd: str, rc: int, out: str, err: str) -> None:
     assert rc in (0, 1), (cmd, rc, err)
     assert "Traceback" not in err, (cmd, err)
     if rc == 1:
-        assert err.startswith("error: ") or "warning" in err, (cmd, err)
+        # A `note:` (which remote or corpus a bare pull chose) may come first.
+        assert "\nerror: " in "\n" + err or "warning" in err, (cmd, err)
     for text in (out, err):
         assert "\x1b" not in text, (cmd, text)
         assert not any(line.startswith("::") for line in text.split("\n")), (cmd, text)

@@ -378,7 +378,7 @@ def test_signing_holds_on_a_parted_corpus(
     env = sync_env
     key = make_key(tmp_path, "ed25519", "publisher")
     allowed = tmp_path / "allowed_signers"
-    allowed.write_text(allowed_line(key, "ci@example.com"))
+    allowed.write_text(allowed_line(key, "ci@example.com,kn"))
     prod = _producer(env, _records(30))
     snap = index(prod, feed(_records(30)))
     _push(env, capsys, prod, "--sign-key", str(key))
