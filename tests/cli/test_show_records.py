@@ -134,8 +134,7 @@ def test_show_names_the_closest_of_many_look_alike_records(tmp_path: Path) -> No
     feed = tmp_path / "feed.jsonl"
     feed.write_text(
         "".join(
-            json.dumps({"id": i, "title": "T", "body": "b", "source": "docs"}) + "\n"
-            for i in ids
+            json.dumps({"id": i, "title": "T", "body": "b", "source": "docs"}) + "\n" for i in ids
         )
     )
     assert run_cce("knowledge", "index", str(feed), "--dir", str(tmp_path), "-q").returncode == 0
