@@ -157,9 +157,7 @@ def _miss(view: StoreView, wanted: str) -> StoreError:
     if rid is None:
         hint = "no record id is close to it"
     else:
-        hint = (
-            f"the closest record is {shown(redact_for_display(rid))} ({_listing(view, rid)})"
-        )
+        hint = f"the closest record is {shown(redact_for_display(rid))} ({_listing(view, rid)})"
     return StoreError(
         f"no record `{shown(wanted)}` in the installed store; {hint} — "
         "`cce knowledge search` prints citations"
@@ -244,9 +242,7 @@ def find_cited(root: str | os.PathLike[str], citation: str) -> CitedSection | Ci
     (naming the closest record, or the record's sections) when it names nothing."""
     text = citation.strip()
     if not text:
-        raise StoreError(
-            "an empty citation: give `record_id:start-end`, a record id or a chunk id"
-        )
+        raise StoreError("an empty citation: give `record_id:start-end`, a record id or a chunk id")
     view = _open(root)
     i = view.index_of(text.removeprefix("#"))
     if i is not None:
@@ -282,4 +278,3 @@ def find_cited(root: str | os.PathLike[str], citation: str) -> CitedSection | Ci
             "`cce knowledge search` prints citations and chunk ids"
         )
     raise _miss(view, text)
-
