@@ -98,8 +98,9 @@ def test_regression_exits_1_after_printing_the_report(
     assert rc == 1
     assert "proven   : 7/8" in out
     assert "  a-very-long-case-identifier…0.000000" in out and out.rstrip().splitlines()[
-        -2
+        -3
     ].endswith("  NO")
+    assert out.rstrip().splitlines()[-2] == "      ranked instead: 1. gh:acme/shop#101"
     assert err == "error: knowledge-ask regression: 7/8 queries proven from the corpus\n"
 
 

@@ -164,13 +164,13 @@ def test_show_names_the_closest_record_or_the_records_sections(root: Path) -> No
         "error: no record `gh:acme/shop#11` in the installed store; the closest record is "
         "gh:acme/shop#101 (gh:acme/shop#101:1-3) — `cce knowledge search` prints citations\n"
     )
-    r = _cce("knowledge", "show", "gh:acme/shop#101:1-9", "--dir", str(root))
+    r = _cce("knowledge", "show", "gh:acme/shop#101:5-9", "--dir", str(root))
     assert r.returncode == 1
-    assert "record gh:acme/shop#101 has no section at lines 1-9; its sections: " in r.stderr
+    assert "record gh:acme/shop#101 has no lines 5-9; its sections: " in r.stderr
     assert "gh:acme/shop#101:1-3" in r.stderr
+    r = _cce("knowledge", "show", "#0123456789abcdef", "--dir", str(root))
+    assert r.returncode == 1 and "is not a chunk id of the installed store" in r.stderr
     r = _cce("knowledge", "show", "nonsense", "--dir", str(root))
-    assert (
-        r.returncode == 1 and "neither a citation `record_id:start-end` nor a chunk id" in r.stderr
-    )
+    assert r.returncode == 1 and "no record `nonsense` in the installed store" in r.stderr
     r = _cce("knowledge", "show", "x:1-2", "--dir", str(root / "nowhere"))
     assert r.returncode == 1 and "no knowledge store under" in r.stderr

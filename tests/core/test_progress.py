@@ -78,7 +78,7 @@ def test_lines_have_count_percent_rate_and_no_carriage_return() -> None:
     assert lines[0].startswith("index: records: 1/4 records (25%), ")
     assert "records/s" in lines[0]
     assert lines[-1].startswith("index: records: 4/4 records (100%), ")
-    assert lines[-1].endswith(" s") and "done in" in lines[-1]
+    assert lines[-1].endswith(" s") and "finished, took" in lines[-1]
 
 
 def test_lines_are_paced_and_a_quick_step_stays_silent() -> None:
@@ -100,7 +100,7 @@ def test_lines_bytes_and_unknown_total() -> None:
     out = io.StringIO()
     with Task("pull: fetch", settings=ProgressSettings(Mode.LINES, 0.0, stream=out)):
         pass
-    assert out.getvalue().startswith("pull: fetch: done in ")
+    assert out.getvalue().startswith("pull: fetch: finished, took ")
 
 
 def test_bar_mode_draws_with_tqdm() -> None:

@@ -850,7 +850,11 @@ def test_progress_lines_for_push_pull_verify_and_ask_keep_json_pure(
     )  # fmt: skip
     assert rc == 0, err
     assert json.loads(out)["published"] is True
-    for step in ("push: export: done in", "push: commit: done in", "push: LFS upload: done in"):
+    for step in (
+        "push: export: finished, took",
+        "push: commit: finished, took",
+        "push: LFS upload: finished, took",
+    ):
         assert step in err, err
     assert "\r" not in err
     cons = env.root("consumer")
@@ -861,7 +865,7 @@ def test_progress_lines_for_push_pull_verify_and_ask_keep_json_pure(
     assert rc == 0, err
     assert json.loads(out)["snapshot"] == SNAP
     for step in (
-        "pull: fetch: done in",
+        "pull: fetch: finished, took",
         "pull: verify + render: ",
         "search index: 2/2 chunks",
     ):

@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cce_knowledge.cli.common import add_dir, add_quiet, report_search_build
-from cce_knowledge.core.errors import UsageError
+from cce_knowledge.core.errors import ContractError, UsageError
 
 if TYPE_CHECKING:
     from cce_knowledge.contract.chunk_policy import ChunkPolicy
@@ -137,18 +137,24 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.dir)
     policy = _chunk_policy(args.chunk_policy, args.dir, settings.knowledge.chunk_policy)
-    out = index_to_root(
-        args.feed,
-        root=args.dir,
-        settings=settings,
-        manifest=args.manifest,
-        jobs=args.jobs,
-        redaction=args.redaction,
-        max_record_bytes=args.max_record_bytes,
-        after_save=lambda snap: build_step(args.dir, snap),
-        chunk_policy=policy,
-        on_bad_record=args.on_bad_record,
-    )
+    try:
+        out = index_to_root(
+            args.feed,
+            root=args.dir,
+            settings=settings,
+            manifest=args.manifest,
+            jobs=args.jobs,
+            redaction=args.redaction,
+            max_record_bytes=args.max_record_bytes,
+            after_save=lambda snap: build_step(args.dir, snap),
+            chunk_policy=policy,
+            on_bad_record=args.on_bad_record,
+        )
+    except ContractError as e:
+        hint = _not_a_feed_hint(args.feed, e.message)
+        if hint is None:
+            raise
+        raise ContractError(f"{e.message} — {hint}") from None
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:
         lines.append(f"  manifest  : verified ({args.manifest}) \u2014 {out.records} records")
@@ -176,6 +182,30 @@ def run(args: argparse.Namespace) -> int:
 
     embed_step(args.dir, settings)
     return 0
+
+
+#: Names of documents people index by mistake instead of a feed.
+_DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".txt", ".rst", ".adoc")
+
+
+def _not_a_feed_hint(feed: str, message: str) -> str | None:
+    """What to run instead when `feed` is a document, not a cce.knowledge/v1 feed: a
+    JSON error on its first line, and a document's name or a first line that no JSON
+    text starts like (`# Title`, `---`)."""
+    if ":1: " not in message or "invalid cce.knowledge/v1 record" not in message:
+        return None
+    try:
+        with open(feed, "rb") as f:
+            first = f.read(256).lstrip()
+    except OSError:
+        return None
+    if not (feed.lower().endswith(_DOC_SUFFIXES) or first[:1] in (b"#", b"-")):
+        return None
+    return (
+        "a feed is NDJSON, one record per line: to index Markdown files, turn their folder "
+        "into a feed first (`cce knowledge extract docs --root DIR --out feed.jsonl`, then "
+        "`cce knowledge index feed.jsonl`)"
+    )
 
 
 def _chunk_policy(given: str | None, root: str, configured: str | None) -> ChunkPolicy | None:

@@ -16,6 +16,7 @@ from cce_knowledge.cli.report import Report, emit
 from cce_knowledge.core.untrusted import shown
 
 if TYPE_CHECKING:
+    from cce_knowledge.retrieval.cite import CitedLines
     from cce_knowledge.retrieval.hits import Hit
     from cce_knowledge.retrieval.snippet import Query
 
@@ -102,16 +103,23 @@ def register_knowledge(sub: Any) -> None:
 
     shp = sub.add_parser(
         "show",
-        help="print the stored section a search hit cites",
+        help="print the stored section a search hit cites, or a whole record",
         description=(
             "Print the exact stored section a citation names: `record_id:start-end` as\n"
             "`cce knowledge search` prints it, or a hit's chunk id (`#chunk_id`, as MCP's\n"
-            "expand_chunk takes). Control characters in the stored text are shown escaped.\n"
+            "expand_chunk takes). A bare RECORD_ID prints the whole record, and a range\n"
+            "that is not one section's (`record_id:12-40`) those lines, section by section\n"
+            "with line numbers. Control characters in the stored text are shown escaped.\n"
             "A citation the store does not hold is an error naming the closest record."
         ),
         epilog="exit status: 0 printed, 1 no such section (or no store), 2 usage error",
     )
-    shp.add_argument("citation", metavar="CITATION", help="`record_id:start-end`, or a chunk id")
+    shp.add_argument(
+        "citation",
+        metavar="CITATION",
+        help="`record_id:start-end` (a section, or a range across sections), a record id, "
+        "or a chunk id",
+    )
     add_dir(shp)
     add_json(shp, "the section and its facets (record_id, chunk_id, lines, content…) as JSON")
     shp.set_defaults(func=cmd_show)
@@ -288,16 +296,37 @@ def _snippet_text(text: str, query: Any, paint: _Paint, clip_at: int | None) -> 
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from cce_knowledge.retrieval.cite import find_section
+    from cce_knowledge.retrieval.cite import CitedLines, find_cited
 
-    sec = find_section(args.dir, args.citation)
+    found = find_cited(args.dir, args.citation)
+    if isinstance(found, CitedLines):
+        emit(args, Report(lambda: _record_text(found), found.as_json, sort_keys=False))
+        return 0
     # The stored text as it is, line for line, with control characters escaped (a tab
     # is layout, not a control sequence: kept).
-    text = "".join(
-        "\t".join(shown(p) for p in ln.split("\t")) + "\n" for ln in sec.content.split("\n")
-    )
-    emit(args, Report(lambda: text, sec.as_json, sort_keys=False))
+    text = "".join(_shown_line(ln) + "\n" for ln in found.content.split("\n"))
+    emit(args, Report(lambda: text, found.as_json, sort_keys=False))
     return 0
+
+
+def _shown_line(line: str) -> str:
+    return "\t".join(shown(p) for p in line.split("\t"))
+
+
+def _record_text(cited: CitedLines) -> str:
+    """A record (or a range of its lines) section by section: each section's citation
+    and breadcrumb, then its lines numbered as `search` numbers them."""
+    from cce_knowledge.retrieval.cite import section_lines_of
+
+    parts = section_lines_of(cited)
+    width = len(str(max((n for _, lines in parts for n, _ in lines), default=0)))
+    out: list[str] = []
+    for k, (sec, lines) in enumerate(parts):
+        if k:
+            out.append("\n")
+        out.append(f"{shown(sec.citation())}  {shown(sec.name)}\n")
+        out.extend(f"{n:>{width}}: {_shown_line(t)}\n" for n, t in lines)
+    return "".join(out)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -43,7 +43,12 @@ _RUST_SPECIAL_FLOAT = re.compile(r"^[+-]?(?:inf|infinity|nan)$", re.IGNORECASE)
 
 
 class WrongType(Exception):
-    """A value of the wrong YAML type: the enclosing block falls back to defaults."""
+    """A value of the wrong YAML type: the enclosing block falls back to defaults.
+    `node` is the offending node when known (its line and key name the warning)."""
+
+    def __init__(self, message: str, node: yaml.Node | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 class Unparsable(Exception):
@@ -193,13 +198,13 @@ def mapping(node: yaml.Node | None) -> dict[str, yaml.Node] | None:
     if node is None or is_null(node):
         return None
     if not isinstance(node, yaml.MappingNode):
-        raise WrongType("expected a mapping")
+        raise WrongType("expected a mapping", node)
     out: dict[str, yaml.Node] = {}
     for k, v in node.value:
         if not isinstance(k, yaml.ScalarNode):
-            raise WrongType("non-scalar key")
+            raise WrongType("non-scalar key", k)
         if k.value in out:
-            raise WrongType(f"duplicate entry with key {k.value!r}")
+            raise WrongType(f"duplicate entry with key {k.value!r}", k)
         out[k.value] = v
     return out
 
@@ -210,16 +215,16 @@ def is_null(node: yaml.Node) -> bool:
 
 def _plain(node: yaml.Node) -> str:
     if not isinstance(node, yaml.ScalarNode):
-        raise WrongType("expected a scalar")
+        raise WrongType("expected a scalar", node)
     if node.style is not None:
-        raise WrongType("quoted scalar where a number/bool was expected")
+        raise WrongType("quoted scalar where a number/bool was expected", node)
     return str(node.value)
 
 
 def as_bool(node: yaml.Node) -> bool:
     v = _plain(node)
     if v not in _BOOL:
-        raise WrongType(f"invalid bool {v!r}")
+        raise WrongType(f"invalid bool {v!r}", node)
     return _BOOL[v]
 
 
@@ -245,7 +250,7 @@ def _parse_int(v: str) -> int | None:
 def as_uint(node: yaml.Node) -> int:
     n = _parse_int(_plain(node))
     if n is None or n < 0 or n >= 2**64:
-        raise WrongType("invalid unsigned integer")
+        raise WrongType("invalid unsigned integer", node)
     return n
 
 
@@ -257,7 +262,7 @@ def as_float(node: yaml.Node) -> float:
         return float(n)
     unpos = v[1:] if v.startswith("+") else v
     if v.startswith("+") and unpos[:1] in "+-":
-        raise WrongType("invalid float")
+        raise WrongType("invalid float", node)
     if unpos in (".inf", ".Inf", ".INF"):
         return float("inf")
     if v in ("-.inf", "-.Inf", "-.INF"):
@@ -268,7 +273,7 @@ def as_float(node: yaml.Node) -> float:
         f = float(unpos)
         if f == f and f not in (float("inf"), float("-inf")):
             return f
-    raise WrongType(f"invalid float {v!r}")
+    raise WrongType(f"invalid float {v!r}", node)
 
 
 def as_opt_str(node: yaml.Node | None) -> str | None:
@@ -276,7 +281,7 @@ def as_opt_str(node: yaml.Node | None) -> str | None:
     if node is None or is_null(node):
         return None
     if not isinstance(node, yaml.ScalarNode):
-        raise WrongType("expected a string")
+        raise WrongType("expected a string", node)
     return str(node.value)
 
 
@@ -321,3 +326,55 @@ def parse_retention(value: str | None) -> int | None:
         return None
     n = int(m.group(1))
     return n if n < 2**64 else None
+
+
+#: YAML's own tags: the ones a plain or quoted scalar resolves to without being told.
+_CORE_TAG = "tag:yaml.org,2002:"
+_CORE_TAGS = frozenset(
+    _CORE_TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
+)
+
+
+def foreign_tags(doc: yaml.Node | None) -> list[yaml.Node]:
+    """Nodes carrying an explicit tag that is not one of YAML's core types
+    (`!!python/object:…`, `!Ref`): no reader here gives it any meaning, so the value
+    is read as plain data, and the user should know the tag did nothing."""
+    out: list[yaml.Node] = []
+    stack = [] if doc is None else [doc]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias: the same node again
+            continue
+        seen.add(id(node))
+        if node.tag not in _CORE_TAGS:
+            out.append(node)
+        if isinstance(node, yaml.MappingNode):
+            for k, v in reversed(node.value):
+                stack += [v, k]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += reversed(node.value)
+    return sorted(out, key=lambda n: (n.start_mark.line, n.start_mark.column))
+
+
+def key_of(doc: yaml.Node | None, target: yaml.Node) -> str | None:
+    """The dotted key whose value (or key) is `target`, found by identity."""
+    stack: list[tuple[yaml.Node, str]] = [] if doc is None else [(doc, "")]
+    seen: set[int] = set()
+    while stack:
+        node, prefix = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                name = f"{prefix}{getattr(k, 'value', '?')}"
+                if v is target or k is target:
+                    return name
+                stack.append((v, f"{name}."))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                if v is target:
+                    return f"{prefix.rstrip('.')}[{i}]"
+                stack.append((v, f"{prefix.rstrip('.')}[{i}]."))
+    return None

@@ -38,7 +38,9 @@ from cce_knowledge.config.reader import (
     as_uint,
     block,
     config_path,
+    foreign_tags,
     is_null,
+    key_of,
     load_document,
     mapping,
     parse_retention,
@@ -277,11 +279,16 @@ def load_settings(
         doc, problem = None, e
     problems: list[str] = [] if problem is None else [f"{path}: not valid YAML ({problem})"]
     unknown = unknown_keys(doc, path, Settings)
-    if warn:
-        _warn_once(unknown)
-    problems += unknown
+    # (`problems` has said an unparsable file already: doctor lists it once.)
+    unreadable = [] if problem is None else [_unreadable_note(path, problem)]
+    ignored = [_tag_note(path, doc, n) for n in foreign_tags(doc)]
+    markdown = _markdown(doc, path, ignored)
     ranking, ranking_problem = _ranking(doc, path)
-    knowledge = replace(_knowledge(doc, path), ranking=ranking, ranking_problem=ranking_problem)
+    knowledge = _knowledge(doc, path, ignored)
+    knowledge = replace(knowledge, ranking=ranking, ranking_problem=ranking_problem)
+    if warn:
+        _warn_once(unreadable + unknown + ignored)
+    problems += unknown + ignored
     problems += [p for p in (ranking_problem, knowledge.sync.retention_problem) if p]
     extensions = _extensions(doc, path)
     if extensions:
@@ -290,11 +297,74 @@ def load_settings(
         knowledge = replace(knowledge, semantic=_semantic(doc, path, problem, env))
     except ConfigError as e:
         knowledge = replace(knowledge, semantic_problem=e.message)
+    sync_notes: list[str] = []
+    said: list[str] = []  # said on stderr only (doctor has said it above)
+    sync = _sync(path, doc, problem, sync_notes, said)
+    if warn:
+        _warn_once(sync_notes + said)
     return Settings(
-        markdown=_markdown(doc),
+        markdown=markdown,
         knowledge=knowledge,
-        sync=_sync(path, doc, problem, warn),
-        problems=tuple(problems),
+        sync=sync,
+        problems=tuple(problems + sync_notes),
+    )
+
+
+# ------------------------------------------------------------------ what was ignored
+#
+# The reference's tolerance stays (a value of the wrong type resets its whole block to
+# the defaults; a file that does not parse reads as defaults): the same settings, the
+# same bytes. What changes is that it is said, by every command that reads the file,
+# naming the file, the line, the key and the value used instead (#35 §6).
+
+#: Each reference block's defaults, as the warning names them.
+_BLOCK_DEFAULTS = {
+    "markdown": f"max_section_tokens: {DEFAULT_SECTION_TOKENS}",
+    "knowledge": f"enabled: true, min_score: {DEFAULT_KNOWLEDGE_MIN_SCORE}, default_source: both",
+    "knowledge.sync": "corpus_id, remote, signing_key, allowed_signers unset; retention: all",
+    "sync": "remote, repo_id, ref unset; lfs: true, auto_pull: false, retention: all",
+}
+
+
+def _value_text(node: yaml.Node | None) -> str:
+    import yaml
+
+    if isinstance(node, yaml.ScalarNode):
+        v = str(node.value)
+        return shown(repr(v if len(v) <= 40 else v[:40] + "…"))
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    return "a list" if isinstance(node, yaml.SequenceNode) else "a value"
+
+
+def _type_note(path: Path, doc: yaml.Node | None, e: WrongType, blk: str) -> str:
+    """`{path}:{line}: {key}: {value} is not {what} — ignored, as the reference does:
+    block `{blk}` is read with its defaults (…)`."""
+    node = e.node
+    line = f":{line_of(node)}" if node is not None else ""
+    key = (key_of(doc, node) if node is not None else None) or blk
+    what = str(e)
+    return (
+        f"{path}{line}: {shown(key)}: {_value_text(node)} is not read ({what}) — as the "
+        f"reference engine does, the whole `{blk}` block is used with its defaults "
+        f"instead ({_BLOCK_DEFAULTS[blk]})"
+    )
+
+
+def _unreadable_note(path: Path, problem: Exception) -> str:
+    return (
+        f"{path}: not valid YAML ({problem}) — every setting in it is ignored and the "
+        "defaults are used instead (`cce knowledge validate .cce/config` shows where)"
+    )
+
+
+def _tag_note(path: Path, doc: yaml.Node | None, node: yaml.Node) -> str:
+    key = key_of(doc, node) or "(top level)"
+    tag = str(node.tag)
+    tag = "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,") else tag
+    return (
+        f"{path}:{line_of(node)}: {shown(key)}: the YAML tag `{shown(tag)}` "
+        "is not read — the value is used as plain data, without it"
     )
 
 
@@ -309,23 +379,25 @@ def _warn_once(warnings: list[str]) -> None:
             print(f"warning: {w}", file=sys.stderr)
 
 
-def _markdown(doc: yaml.Node | None) -> MarkdownSettings:
+def _markdown(doc: yaml.Node | None, path: Path, notes: list[str]) -> MarkdownSettings:
     try:
         blk = block(doc, "markdown")
         node = blk.get("max_section_tokens") if blk else None
         if node is None or is_null(node):
             return MarkdownSettings()
         return MarkdownSettings(max_section_tokens=as_uint(node) or DEFAULT_SECTION_TOKENS)
-    except WrongType:
+    except WrongType as e:
+        notes.append(_type_note(path, doc, e, "markdown"))
         return MarkdownSettings()
 
 
-def _knowledge(doc: yaml.Node | None, path: Path) -> KnowledgeSettings:
+def _knowledge(doc: yaml.Node | None, path: Path, notes: list[str]) -> KnowledgeSettings:
     """The reference's `knowledge` block; `knowledge.sync` is also read on its own
     (docs/spec/sync.md §3.4), so a bad `enabled` never loses the corpus id."""
     try:
         ks = _knowledge_sync(block(doc, "knowledge"), path)
-    except WrongType:
+    except WrongType as e:
+        notes.append(_type_note(path, doc, e, "knowledge.sync"))
         ks = KnowledgeSyncSettings()
     try:
         blk = block(doc, "knowledge")
@@ -351,7 +423,10 @@ def _knowledge(doc: yaml.Node | None, path: Path) -> KnowledgeSettings:
             default_source=source,  # type: ignore[arg-type]  # checked just above
             sync=ks,
         )
-    except WrongType:
+    except WrongType as e:
+        note = _type_note(path, doc, e, "knowledge")
+        if not any(n.startswith(note.split(" is not read ")[0]) for n in notes):
+            notes.append(note)  # (a bad `knowledge.sync` value is said once, above)
         return KnowledgeSettings(sync=ks)
 
 
@@ -585,7 +660,13 @@ def _global_sync() -> SyncSettings | None:
         return None
 
 
-def _sync(path: Path, doc: yaml.Node | None, problem: Exception | None, warn: bool) -> SyncSettings:
+def _sync(
+    path: Path,
+    doc: yaml.Node | None,
+    problem: Exception | None,
+    notes: list[str],
+    said: list[str],
+) -> SyncSettings:
     """The `sync:` block: the project file's, inheriting the global `sync.remote` when
     unset. A malformed project file warns on stderr and stays all-local (no remote)."""
     if doc is None and problem is None and not path.exists():
@@ -595,12 +676,12 @@ def _sync(path: Path, doc: yaml.Node | None, problem: Exception | None, warn: bo
             raise problem
         cfg = _sync_block(doc)
     except (Unparsable, WrongType) as e:
-        if warn:
-            print(
-                f"warning: project sync config {path} is malformed and was ignored ({e}); "
-                "staying all-local — fix the file or run `cce sync init` to rewrite it",
-                file=sys.stderr,
-            )
+        if isinstance(e, WrongType):
+            notes.append(_type_note(path, doc, e, "sync"))
+        said.append(
+            f"project sync config {path} is malformed and was ignored ({e}); "
+            "staying all-local — fix the file or run `cce sync init` to rewrite it"
+        )
         return SyncSettings()
     if cfg.remote is None:
         g = _global_sync()

@@ -33,6 +33,9 @@ class AskCase:
     query: str
     expect: list[str]
     k: int
+    #: Ours, optional: a label grouping cases in the human report (e.g. `named`,
+    #: `reworded`); any other type is ignored, as the reference ignores the key.
+    kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +136,9 @@ def _case(n: int, obj: Any) -> tuple[AskCase | None, SuiteLineError | None]:
         k = raw_k
     raw_id = _get(obj, "id")
     case_id = raw_id if isinstance(raw_id, str) else f"q{n}"
-    return AskCase(case_id, query, expect, k), None
+    raw_kind = _get(obj, "kind")
+    kind = raw_kind if isinstance(raw_kind, str) and raw_kind else None
+    return AskCase(case_id, query, expect, k, kind), None
 
 
 def parse_suite(text: str) -> AskSuite:

@@ -204,7 +204,7 @@ class Task:
             self.advance()
 
     # -- output --------------------------------------------------------------------------
-    def _line(self, now: float, *, final: bool) -> None:
+    def _line(self, now: float, *, final: bool, stopped: bool = False) -> None:
         elapsed = max(now - self._start, 1e-9)
         unit = self.unit
         if self.total is not None and self.total > 0:
@@ -215,7 +215,14 @@ class Task:
         if unit and unit != "B":
             count += f" {unit}"
         rate = _fmt_rate(self.n / elapsed, unit)
-        tail = f"done in {_fmt_secs(elapsed)}" if final else f"{_fmt_secs(elapsed)} elapsed"
+        # Past tense on the last line: "done in 8 s" read as time left (#35 §8), and a
+        # step that failed or was interrupted is not done at all.
+        if stopped:
+            tail = f"stopped after {_fmt_secs(elapsed)}"
+        elif final:
+            tail = f"finished, took {_fmt_secs(elapsed)}"
+        else:
+            tail = f"{_fmt_secs(elapsed)} elapsed"
         if self.total is None and self.n == 0:
             text = f"{self.desc}: {tail}"  # a step without counts
         else:
@@ -230,7 +237,9 @@ class Task:
             pass  # progress is never worth failing the command over
         self._printed = True
 
-    def close(self) -> None:
+    def close(self, *, stopped: bool = False) -> None:
+        """The last line: `finished, took …`, or `stopped after …` when the step ended
+        by an exception (an interrupt, an error the command then reports)."""
         if self._closed:
             return
         self._closed = True
@@ -240,7 +249,7 @@ class Task:
             now = time.monotonic()
             # A step that printed nothing and ended within the interval stays silent.
             if self._printed or now - self._start >= self.settings.interval:
-                self._line(now, final=True)
+                self._line(now, final=True, stopped=stopped)
 
     def __enter__(self) -> Task:
         return self
@@ -251,7 +260,7 @@ class Task:
         ev: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        self.close(stopped=et is not None)
 
 
 def _make_bar(desc: str, total: int | None, unit: str, st: ProgressSettings) -> Any:
@@ -337,11 +346,11 @@ class _Phase(Task):
             else:
                 self.advance(0)
 
-    def close(self) -> None:
+    def close(self, *, stopped: bool = False) -> None:
         self._stop.set()
         if self._beat is not None:
             self._beat.join()
-        super().close()
+        super().close(stopped=stopped)
 
 
 def phase(desc: str) -> Task:

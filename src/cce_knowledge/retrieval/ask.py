@@ -57,6 +57,14 @@ class CaseResult:
     mrr: float
     f1: float
     proven: bool
+    #: Ours, in the human report only: the case's `kind`, and the record ids ranked
+    #: first (up to `_SHOWN_TOP`), which say what ranked instead of a missed id.
+    kind: str | None = None
+    top: tuple[str, ...] = ()
+
+
+#: Record ids listed under a case that is not proven.
+_SHOWN_TOP = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +94,9 @@ class AskReport:
         return self.queries > 0 and self.proven == self.queries
 
 
-def score_case(case_id: str, k: int, expect: list[str], hits: list[Hit]) -> CaseResult:
+def score_case(
+    case_id: str, k: int, expect: list[str], hits: list[Hit], kind: str | None = None
+) -> CaseResult:
     considered = hits[:k]
     wanted = set(expect)
     relevant = sum(1 for h in considered if h.record_id in wanted)
@@ -111,6 +121,8 @@ def score_case(case_id: str, k: int, expect: list[str], hits: list[Hit]) -> Case
         mrr=mrr,
         f1=f1,
         proven=abs(recall - 1.0) < F64_EPSILON,
+        kind=kind,
+        top=tuple(dict.fromkeys(h.record_id for h in considered))[:_SHOWN_TOP],
     )
 
 
@@ -202,7 +214,7 @@ def run_ask(
 
     with progress.task("ask", total=len(suite.cases), unit="cases") as bar:
         results = [
-            score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor))
+            score_case(c.id, c.k, list(c.expect), run(c.query, c.k, floor), c.kind)
             for c in bar.wrap(suite.cases)
         ]
     return AskReport(
@@ -225,6 +237,16 @@ def _clip(s: str, width: int) -> str:
 
 
 def render_human(rep: AskReport) -> str:
+    """The table of cases; under each case not proven, what ranked first instead; a
+    line per `kind` when cases carry one. P@k is left out when every case expects one
+    id: it is then 1/k or 0, which the rank column already says — except under the
+    reference ranking, whose report keeps the reference engine's table as it is
+    (docs/spec/core.md §13)."""
+    from cce_knowledge.core.untrusted import shown
+    from cce_knowledge.engine.redaction.modes import redact_for_display
+
+    with_p = rep.ranking == "reference" or any(c.expected > 1 for c in rep.cases)
+    p_head = f"{'P@k':>7}" if with_p else ""
     lines = [
         f"CCE knowledge-ask — answers vs the curated corpus ({SUITE_SCHEMA})",
         f"  corpus   : {rep.corpus}",
@@ -232,17 +254,35 @@ def render_human(rep: AskReport) -> str:
         f"  min_score: {format6(rep.min_score)}",
         f"  proven   : {rep.proven}/{rep.queries}",
         "",
-        f"  {'query':<28}{'P@k':>7}{'recall':>10}{'MRR':>10}{'rank':>8}  proven",
+        f"  {'query':<28}{p_head}{'recall':>10}{'MRR':>10}{'rank':>8}  proven",
     ]
     for c in rep.cases:
         rank = str(c.first_hit_rank) if c.first_hit_rank is not None else "-"
+        p_col = f"{format6(c.precision):>7}" if with_p else ""
         lines.append(
-            f"  {_clip(c.id, 28):<28}{format6(c.precision):>7}{format6(c.recall):>10}"
+            f"  {shown(_clip(c.id, 28)):<28}{p_col}{format6(c.recall):>10}"
             f"{format6(c.mrr):>10}{rank:>8}  {'yes' if c.proven else 'NO'}"
         )
-    lines.append(
-        f"  {'mean':<28}{format6(rep.precision):>7}{format6(rep.recall):>10}{format6(rep.mrr):>10}"
-    )
+        if not c.proven:
+            ranked = ", ".join(
+                f"{n}. {shown(redact_for_display(r))}" for n, r in enumerate(c.top, 1)
+            )
+            lines.append(f"      ranked instead: {ranked or 'nothing above min_score'}")
+    p_mean = f"{format6(rep.precision):>7}" if with_p else ""
+    lines.append(f"  {'mean':<28}{p_mean}{format6(rep.recall):>10}{format6(rep.mrr):>10}")
+    kinds = list(dict.fromkeys(c.kind for c in rep.cases if c.kind is not None))
+    if kinds:
+        lines += ["", "  by kind:"]
+        for kind in kinds:
+            cs = [c for c in rep.cases if c.kind == kind]
+            lines.append(
+                f"    {shown(kind)}: {sum(c.proven for c in cs)}/{len(cs)} proven, "
+                f"recall {format6(_mean([c.recall for c in cs]))}, "
+                f"MRR {format6(_mean([c.mrr for c in cs]))}"
+            )
+        rest = sum(1 for c in rep.cases if c.kind is None)
+        if rest:
+            lines.append(f"    (no kind): {rest} cases")
     return "\n".join(lines) + "\n"
 
 
