@@ -76,6 +76,7 @@ USED_BY: dict[str, str] = {
     "knowledge.sync.retention": "`knowledge push`",
     "knowledge.sync.signing_key": "`knowledge push`",
     "knowledge.sync.allowed_signers": "`knowledge pull`, `status`, `doctor`",
+    "knowledge.sync.parts": "`knowledge push` (whether the `.cck` is published in parts)",
     "sync.remote": "`sync` commands, `knowledge push`/`pull` (when `knowledge.sync.remote` is unset)",
     "sync.lfs": "`sync` commands, `knowledge push`",
     "sync.repo_id": "`sync init`, `sync` commands",
