@@ -46,6 +46,18 @@ record goes through the reference chunker byte for byte, so a policy that select
 nothing changes nothing. A bad policy is a usage error (exit 2) naming the file and
 the JSON path, before anything is read or written (docs/chunk-policies.md).
 
+Incremental: when the current store was indexed under the same settings (section
+tokens, redaction, chunk policy, cce-knowledge version), the chunks of every record
+whose feed line is unchanged are copied from it and only the changed lines are
+rendered; the store is the same, byte for byte, as a full index's. Its chunk map
+(ROOT/.cce/knowledge/reuse/<snapshot>.map) says where each record's chunks are. A
+changed setting, a store without a map (pulled, or older) or a changed or corrupt one
+gives a full index, and a `note: full index: …` line on stderr says why. --full
+renders every record.
+
+The feed is mapped, not read into memory, and the rendered text streams to a spool
+in the knowledge directory: memory does not grow with the feed.
+
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
 
@@ -98,6 +110,12 @@ def register_knowledge(sub: Any) -> None:
         "memory (default 8388608 = 8 MiB)",
     )
     p.add_argument(
+        "--full",
+        action="store_true",
+        help="render every record, even when the current store could give the unchanged "
+        "ones' chunks",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         metavar="N",
@@ -128,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         max_record_bytes=args.max_record_bytes,
         after_save=lambda snap: build_step(args.dir, snap),
         chunk_policy=policy,
+        incremental=not args.full,
+        on_note=lambda note: print(f"note: {note}", file=sys.stderr),
     )
     lines = [f"Indexed knowledge from {args.feed}", "  schema    : cce.knowledge/v1"]
     if args.manifest is not None:
