@@ -729,13 +729,14 @@ def _has_current(root: str) -> bool:
 
 class _Plan:
     """The store body of one index, ready to write: counts, the feed's sha256, the new
-    chunk map's rows, and `parts(head)`, the store file's bytes in order. Spools are
-    temporary files in the knowledge directory (disk, not memory), closed on exit."""
+    chunk map's rows, and `parts(head)`, the store file's bytes in order. The spool is
+    an unlinked temporary file (disk, not memory), closed on exit."""
 
     def __init__(self, root: str) -> None:
+        # Beside the store when there is one (its filesystem has room for it); a failed
+        # first index must not leave even an empty knowledge dir behind.
         d = knowledge_dir(root)
-        d.mkdir(parents=True, exist_ok=True)
-        self.spool = tempfile.TemporaryFile(prefix=".cce-index-", dir=d)
+        self.spool = tempfile.TemporaryFile(prefix=".cce-index-", dir=d if d.is_dir() else None)
         self.records = 0
         self.chunks = 0
         self.sha256 = ""
