@@ -118,6 +118,7 @@ class ChunkMap:
 
     def lookup(self, digests: bytes) -> np.ndarray:
         """For each 16-byte digest, the index of a row with that digest, or -1."""
+        # Lazy: numpy costs ~0.1-0.2 s; only an index needs it.
         import numpy as np
 
         d = np.frombuffer(digests, dtype=[("h1", "<u8"), ("h2", "<u8")])
@@ -137,6 +138,7 @@ class ChunkMap:
 def load_map(root: str | os.PathLike[str], settings: str) -> ChunkMap | str:
     """The current store's map when it can be reused under `settings`, else why not
     (a phrase for `full index: …`)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only an index needs it.
     import numpy as np
 
     try:
