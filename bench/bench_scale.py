@@ -124,6 +124,7 @@ def run_size(args: argparse.Namespace, n: int, env: dict[str, str], tag: str) ->
     shutil.rmtree(root, ignore_errors=True)
     out: dict[str, Any] = {"tag": tag, "records": n, "feed_mb": round(feed.stat().st_size / 2**20)}
     out["full"] = index(feed, root, env)
+    print(json.dumps({"tag": tag, "records": n, "step": "full", **out["full"]}), flush=True)
     store = store_file(root)
     out["store_mb"] = round(store.stat().st_size / 2**20)
     out["search_index_mb"] = round(du(str(store.parent / "search")) / 2**20)
@@ -132,6 +133,7 @@ def run_size(args: argparse.Namespace, n: int, env: dict[str, str], tag: str) ->
         edited = work / f"f{n}-{rate}.jsonl"
         changed = edit_feed(feed, rate, edited)
         inc = index(edited, root, env)
+        print(json.dumps({"tag": tag, "records": n, "step": f"inc {rate}", **inc}), flush=True)
         peer_root = work / f"{tag}-{n}-peer"
         shutil.rmtree(peer_root, ignore_errors=True)
         peer = index(edited, peer_root, env)
@@ -145,7 +147,8 @@ def run_size(args: argparse.Namespace, n: int, env: dict[str, str], tag: str) ->
             "identical": same,
         }
         # Back to the feed the next rate starts from.
-        index(feed, root, env)
+        if rate != args.rates[-1]:
+            index(feed, root, env)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return out
@@ -183,7 +186,8 @@ def main() -> int:
     ap.add_argument("--plot", metavar="PNG", help="plot JSON lines read from stdin")
     args = ap.parse_args()
     if args.plot:
-        plot([json.loads(x) for x in sys.stdin if x.strip()], args.plot)
+        lines = [json.loads(x) for x in sys.stdin if x.strip()]
+        plot([x for x in lines if "step" not in x], args.plot)
         return 0
     args.rates = [float(r) for r in args.rates.split(",") if r]
     Path(args.work).mkdir(parents=True, exist_ok=True)
@@ -194,6 +198,7 @@ def main() -> int:
     for n in [int(s) for s in args.sizes.split(",")]:
         for tag, env in runs:
             print(json.dumps(run_size(args, n, env, tag)), flush=True)
+    # Lines with a "step" are progress; the last line per size and tag is its summary.
     return 0
 
 
