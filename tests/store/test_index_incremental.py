@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cce_knowledge.config.settings import MarkdownSettings, Settings
+from cce_knowledge.engine.redaction.modes import Redaction
 from cce_knowledge.store.chunkmap import map_path
 from cce_knowledge.store.ingest import IndexResult, index_feed, index_to_root
 from cce_knowledge.store.snapshots import read_current, store_path
@@ -81,12 +82,22 @@ def _settings(budget: int) -> Settings:
 
 
 def _index(
-    root: Path, feed: Path, budget: int = 400, **kw: object
+    root: Path,
+    feed: Path,
+    budget: int = 400,
+    redaction: Redaction = "extended",
+    incremental: bool = True,
 ) -> tuple[IndexResult, list[str]]:
     notes: list[str] = []
     res = index_to_root(
-        str(feed), root=str(root), settings=_settings(budget), jobs=1, on_note=notes.append, **kw
-    )  # type: ignore[arg-type]
+        str(feed),
+        root=str(root),
+        settings=_settings(budget),
+        jobs=1,
+        redaction=redaction,
+        incremental=incremental,
+        on_note=notes.append,
+    )
     return res, notes
 
 
@@ -102,7 +113,7 @@ def _feed(lines: list[bytes]) -> bytes:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nights(), st.sampled_from(["extended", "reference"]))
 def test_incremental_equals_full(
-    case: tuple[list[bytes], list[bytes], int, int], redaction: str
+    case: tuple[list[bytes], list[bytes], int, int], redaction: Redaction
 ) -> None:
     first, second, b1, b2 = case
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +123,7 @@ def test_incremental_equals_full(
         _index(t / "root", feed, b1, redaction=redaction)
         feed.write_bytes(_feed(second))
         res, notes = _index(t / "root", feed, b2, redaction=redaction)
-        want_res, want = index_feed(_feed(second), b2, 1, redaction=redaction)  # type: ignore[arg-type]
+        want_res, want = index_feed(_feed(second), b2, 1, redaction=redaction)
         got = store_path(t / "root", res.snapshot).read_bytes()
         assert got == want
         assert (res.snapshot, res.records, res.chunks) == (
