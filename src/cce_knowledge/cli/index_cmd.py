@@ -55,6 +55,18 @@ naming FILE:LINE and the reason, and counted (--on-bad-record skip, the default:
 stranger's issue must not stop an organisation's nightly corpus), or refuses the feed
 (--on-bad-record fail). Ordinary records come nowhere near (docs/security.md).
 
+Incremental: when the current store was indexed under the same settings (section
+tokens, redaction, chunk policy, cce-knowledge version), the chunks of every record
+whose feed line is unchanged are copied from it and only the changed lines are
+rendered; the store is the same, byte for byte, as a full index's. Its chunk map
+(ROOT/.cce/knowledge/reuse/<snapshot>.map) says where each record's chunks are. A
+changed setting, a store without a map (pulled, or older) or a changed or corrupt one
+gives a full index, and a `note: full index: …` line on stderr says why. --full
+renders every record.
+
+The feed is mapped, not read into memory, and the rendered text streams to a spool
+in the knowledge directory: memory does not grow with the feed.
+
 Nothing is written unless every step succeeds: a bad line, a manifest mismatch, a
 write error or a kill leaves the previous store and `current` untouched.
 
@@ -117,6 +129,12 @@ def register_knowledge(sub: Any) -> None:
         "build; fail refuses the feed",
     )
     p.add_argument(
+        "--full",
+        action="store_true",
+        help="render every record, even when the current store could give the unchanged "
+        "ones' chunks",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         metavar="N",
@@ -149,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
             after_save=lambda snap: build_step(args.dir, snap),
             chunk_policy=policy,
             on_bad_record=args.on_bad_record,
+            incremental=not args.full,
+            on_note=lambda note: print(f"note: {note}", file=sys.stderr),
         )
     except ContractError as e:
         hint = _not_a_feed_hint(args.feed, e.message)

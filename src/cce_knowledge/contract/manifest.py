@@ -95,7 +95,9 @@ def digest_problem(manifest: FeedManifest) -> str | None:
     return None
 
 
-def verify_problem(manifest: FeedManifest, raw: bytes, actual_records: int) -> str | None:
+def verify_problem(
+    manifest: FeedManifest, raw: bytes, actual_records: int, sha256: str | None = None
+) -> str | None:
     """The first mismatch between a manifest and a parsed feed, or None.
 
     Order as the reference: digest shape, then record count (the friendliest
@@ -119,7 +121,7 @@ def verify_problem(manifest: FeedManifest, raw: bytes, actual_records: int) -> s
             "manifest; if the feed is the one you meant, regenerate the manifest "
             "(`cce knowledge manifest FEED --out MANIFEST`)"
         )
-    actual = feed_sha256(raw)
+    actual = feed_sha256(raw) if sha256 is None else sha256
     if actual != declared:
         return (
             "feed does not match its manifest checksum (truncated, corrupt, or misdirected "
@@ -128,9 +130,11 @@ def verify_problem(manifest: FeedManifest, raw: bytes, actual_records: int) -> s
     return None
 
 
-def verify_manifest(manifest: FeedManifest, raw: bytes, actual_records: int) -> None:
+def verify_manifest(
+    manifest: FeedManifest, raw: bytes, actual_records: int, sha256: str | None = None
+) -> None:
     """Raise `ContractError` on any mismatch; nothing may be written after a failure."""
-    problem = verify_problem(manifest, raw, actual_records)
+    problem = verify_problem(manifest, raw, actual_records, sha256)
     if problem is not None:
         raise ContractError(problem)
 

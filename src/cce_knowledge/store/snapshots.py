@@ -398,19 +398,31 @@ def prune_other_snapshots(root: str | os.PathLike[str], keep: str) -> None:
                 os.unlink(d / name)
             except OSError:
                 pass
+    # The chunk maps of index (store/chunkmap.py): only the kept snapshot's can be used.
+    with contextlib.suppress(OSError):
+        for name in os.listdir(d / "reuse"):
+            if name != f"{keep}.map":
+                with contextlib.suppress(OSError):
+                    os.unlink(d / "reuse" / name)
 
 
 def save_store_bytes(
-    root: str | os.PathLike[str], snapshot: str, data: bytes | Iterable[bytes]
+    root: str | os.PathLike[str],
+    snapshot: str,
+    data: bytes | Iterable[bytes],
+    before_current: Callable[[], None] | None = None,
 ) -> Path:
     """Write `<snapshot>.json`, then `current`, then prune (the reference's save order).
 
-    `data` may be an iterable of parts whose concatenation is the store file."""
+    `data` may be an iterable of parts whose concatenation is the store file.
+    `before_current` runs between the store and `current` (index writes its chunk map)."""
     d = knowledge_dir(root)
     d.mkdir(parents=True, exist_ok=True)
     ensure_self_ignored(root)
     path = d / f"{snapshot}.json"
     atomic_write_parts(path, (data,) if isinstance(data, bytes) else data)
+    if before_current is not None:
+        before_current()
     atomic_write(d / "current", f"{snapshot}\n".encode())
     prune_other_snapshots(root, snapshot)
     return path

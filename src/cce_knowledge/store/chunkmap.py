@@ -1,0 +1,189 @@
+"""Where each record's chunks sit in a store: what lets `index` reuse them.
+
+`index` writes, beside the store `<snapshot>.json`, a chunk map
+`.cce/knowledge/reuse/<snapshot>.map`: a one-line JSON header, then one 36-byte row per
+record in feed order, `digest (16) | offset (u64) | length (u64) | chunks (u32)`, little
+endian: the BLAKE2b-128 of the record's feed line (without its line end), and the byte
+span of its chunk objects in the store body (`length` 0 when it has none). A record's
+chunk text is a function of its line bytes and of the settings the header names, so the
+next `index` under the same settings copies the span of every line it finds in the map
+and renders only the others: the same bytes as a full index.
+
+The map is ours, not part of the store contract (no reader, push or pull needs it). The
+header pins the store file it describes (snapshot, size, mtime): a store replaced by
+`pull`, edited or truncated, a changed setting or another code version are each a
+reason for a full build, which `index` names on stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cce_knowledge import __version__
+from cce_knowledge.core.atomic import atomic_write_parts
+from cce_knowledge.store.snapshots import SNAPSHOT_RE, knowledge_dir, read_current, store_path
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cce_knowledge.contract.chunk_policy import ChunkPolicy
+
+SCHEMA = "cce.knowledge.chunkmap/v1"
+#: Raise when code that shapes a record's chunk text (parsing, redaction, chunking,
+#: embedding, the store's chunk layout) changes: older maps then give full builds. The
+#: package version is in the fingerprint as well.
+CHUNK_CODE = 1
+ROW = struct.Struct("<16sQQI")
+#: A record's `_render_segment` mark: the length and chunk count of its body.
+MARK = struct.Struct("<QI")
+DIGEST_SIZE = 16
+MARK_SIZE = DIGEST_SIZE + MARK.size
+_HEADER_MAX = 4096
+
+
+def line_digest(line: bytes) -> bytes:
+    """The map's key of one feed line (its bytes without `\\n` or `\\r\\n`)."""
+    return hashlib.blake2b(line, digest_size=DIGEST_SIZE).digest()
+
+
+def fingerprint(budget: int, redaction: str, policy: ChunkPolicy | None) -> str:
+    """The settings a record's chunks depend on, as one string (hashed)."""
+    facts = {
+        "budget": budget,
+        "redaction": redaction,
+        # The rules are frozen dataclasses of strings, numbers and tuples: a stable repr.
+        "policy": None if policy is None else repr(policy.rules),
+        "code": [CHUNK_CODE, __version__],
+    }
+    text = json.dumps(facts, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def reuse_dir(root: str | os.PathLike[str]) -> Path:
+    return knowledge_dir(root) / "reuse"
+
+
+def map_path(root: str | os.PathLike[str], snapshot: str) -> Path:
+    return reuse_dir(root) / f"{snapshot}.map"
+
+
+def _row_dtype() -> np.dtype[Any]:
+    # Lazy: numpy costs ~0.1-0.2 s; only an index needs it.
+    import numpy as np
+
+    return np.dtype([("h1", "<u8"), ("h2", "<u8"), ("off", "<u8"), ("len", "<u8"), ("n", "<u4")])
+
+
+def write_map(
+    root: str | os.PathLike[str],
+    snapshot: str,
+    settings: str,
+    body_start: int,
+    records: int,
+    rows: bytes,
+) -> None:
+    """Write the map of the store just saved as `<snapshot>.json` (call it before
+    `current` moves: the header records the store file's size and mtime)."""
+    st = os.stat(store_path(root, snapshot))
+    head = {
+        "schema": SCHEMA,
+        "snapshot": snapshot,
+        "settings": settings,
+        "store_size": st.st_size,
+        "store_mtime_ns": st.st_mtime_ns,
+        "body_start": body_start,
+        "records": records,
+    }
+    reuse_dir(root).mkdir(parents=True, exist_ok=True)
+    line = json.dumps(head, sort_keys=True).encode() + b"\n"
+    atomic_write_parts(map_path(root, snapshot), (line, rows))
+
+
+@dataclass
+class ChunkMap:
+    """A loaded map of the current store: rows sorted by digest for lookups."""
+
+    snapshot: str
+    store: Path
+    body_start: int
+    data: bytes  # the rows (ROW), feed order
+    rows: np.ndarray  # the same as _row_dtype()
+    order: np.ndarray  # indexes of rows sorted by h1
+
+    def lookup(self, digests: bytes) -> np.ndarray:
+        """For each 16-byte digest, the index of a row with that digest, or -1."""
+        # Lazy: numpy costs ~0.1-0.2 s; only an index needs it.
+        import numpy as np
+
+        d = np.frombuffer(digests, dtype=[("h1", "<u8"), ("h2", "<u8")])
+        out = np.full(len(d), -1, dtype=np.int64)
+        if not len(self.rows) or not len(d):
+            return out
+        h1 = self.rows["h1"][self.order]
+        at = np.minimum(np.searchsorted(h1, d["h1"]), len(h1) - 1)
+        cand = self.order[at]
+        # A repeated first half with another second half is a miss (the line is then
+        # rendered: slower, never wrong); equal digests mean equal lines.
+        hit = (h1[at] == d["h1"]) & (self.rows["h2"][cand] == d["h2"])
+        out[hit] = cand[hit]
+        return out
+
+
+def load_map(root: str | os.PathLike[str], settings: str) -> ChunkMap | str:
+    """The current store's map when it can be reused under `settings`, else why not
+    (a phrase for `full index: …`)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only an index needs it.
+    import numpy as np
+
+    try:
+        snapshot = read_current(root)
+    except (OSError, UnicodeDecodeError):
+        return "no readable `current`"
+    if not SNAPSHOT_RE.fullmatch(snapshot):
+        return "`current` names no snapshot"
+    store = store_path(root, snapshot)
+    try:
+        st = os.stat(store)
+    except OSError:
+        return f"the store of snapshot {snapshot} is missing"
+    path = map_path(root, snapshot)
+    try:
+        with open(path, "rb") as f:
+            head_line = f.readline(_HEADER_MAX)
+            head = json.loads(head_line)
+            data = f.read()
+            rows = np.frombuffer(data, dtype=_row_dtype())
+    except FileNotFoundError:
+        return f"snapshot {snapshot} has no chunk map (it was pulled, or built by another version)"
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        return f"the chunk map of snapshot {snapshot} is unreadable ({e})"
+    if not isinstance(head, dict) or head.get("schema") != SCHEMA:
+        return f"the chunk map of snapshot {snapshot} is not a {SCHEMA} map"
+    if head.get("snapshot") != snapshot:
+        return f"the chunk map does not describe snapshot {snapshot}"
+    if head.get("settings") != settings:
+        return (
+            "the settings changed since the last index (section tokens, redaction, "
+            "chunk policy or cce-knowledge version)"
+        )
+    if head.get("store_size") != st.st_size or head.get("store_mtime_ns") != st.st_mtime_ns:
+        return f"the store of snapshot {snapshot} changed since it was indexed"
+    body_start = head.get("body_start")
+    records = head.get("records")
+    if not isinstance(body_start, int) or not isinstance(records, int) or records != len(rows):
+        return f"the chunk map of snapshot {snapshot} is corrupt"
+    body = st.st_size - body_start
+    if len(rows) and (
+        body < 0
+        or bool(np.any(rows["off"] > body))
+        or bool(np.any(rows["len"] > body - rows["off"]))
+    ):
+        return f"the chunk map of snapshot {snapshot} is corrupt"
+    order = np.argsort(rows["h1"], kind="stable")
+    return ChunkMap(snapshot, store, body_start, data, rows, order)
