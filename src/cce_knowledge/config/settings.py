@@ -327,6 +327,7 @@ _BLOCK_DEFAULTS = {
 
 
 def _value_text(node: yaml.Node | None) -> str:
+    # Lazy: PyYAML loads only when a config file has something to warn about.
     import yaml
 
     if isinstance(node, yaml.ScalarNode):

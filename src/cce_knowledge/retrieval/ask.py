@@ -17,6 +17,8 @@ from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, StoreError
 from cce_knowledge.core.jsonout import pretty
 from cce_knowledge.core.rustcompat import format6, io_error_text
+from cce_knowledge.core.untrusted import shown
+from cce_knowledge.engine.redaction.modes import redact_for_display
 from cce_knowledge.retrieval import (
     check_ranking,
     configured_min_score,
@@ -242,9 +244,6 @@ def render_human(rep: AskReport) -> str:
     id: it is then 1/k or 0, which the rank column already says — except under the
     reference ranking, whose report keeps the reference engine's table as it is
     (docs/spec/core.md §13)."""
-    from cce_knowledge.core.untrusted import shown
-    from cce_knowledge.engine.redaction.modes import redact_for_display
-
     with_p = rep.ranking == "reference" or any(c.expected > 1 for c in rep.cases)
     p_head = f"{'P@k':>7}" if with_p else ""
     lines = [
