@@ -61,7 +61,7 @@ def main() -> int:
 
     old = _old_module(a.before)
     store = ingest_feed(Path(a.corpus).read_bytes(), 400)
-    fi = SearchIndex(Path("mem"), build_bytes(store), lambda: store)  # type: ignore[arg-type,return-value]
+    fi = SearchIndex(Path("mem"), build_bytes(store), lambda: store)
 
     def lines_old(q: str, hits: list[Any]) -> list[list[str]]:
         query = old.Query(q)
