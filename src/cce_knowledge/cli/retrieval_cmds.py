@@ -174,9 +174,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         searcher.close()
     if searcher.last_note:
         print(f"note: {searcher.last_note}", file=sys.stderr)
+    from cce_knowledge.retrieval.analyze import query_terms
     from cce_knowledge.retrieval.snippet import Query
 
-    query = Query(args.query)
+    # The lines under each hit are chosen by the query's rarest words in the corpus.
+    query = Query(args.query, searcher.idfs(query_terms(args.query)))
     emit(
         args,
         Report(

@@ -46,7 +46,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -538,6 +538,15 @@ class SearchIndex(IndexFile):
             got = best_of.get(r)
             c = self._sections(r, q.secs, q.recs, ws, False)[0] if got is None else got
             out.append((r, c, f))
+        return out
+
+    def idfs(self, terms: Iterable[str]) -> dict[str, float]:
+        """Each term's idf over the indexed records (unknown terms: df = 0) — how rare
+        a query word is in the corpus, for choosing a hit's lines."""
+        out: dict[str, float] = {}
+        for t in terms:
+            i = self.term_id(t)
+            out[t] = idf(self.n_records, self.term_df[i]) if i >= 0 else self.unknown_idf
         return out
 
     def _query_weights(self, query: str) -> tuple[list[int], list[float], float] | None:

@@ -11,7 +11,7 @@ Settings and the hybrid ranking come from the edge (cli, mcp): this floor neithe
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -148,6 +148,11 @@ class Searcher:
         if rk == "hybrid":
             return self._search_hybrid(idx, query, top_k, floor)
         return idx.search(query, top_k, floor, ranking=rk)
+
+    def idfs(self, terms: Iterable[str]) -> dict[str, float]:
+        """Corpus idf of each term from the open search index ({} when none is open):
+        a hit's lines are chosen by the query's rarest words."""
+        return {} if self._index is None else self._index.idfs(terms)
 
     def _search_hybrid(self, idx: SearchIndex, query: str, top_k: int, floor: float) -> list[Hit]:
         if self._hybrid is None:

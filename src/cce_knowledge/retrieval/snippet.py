@@ -2,10 +2,13 @@
 
 A search hit is one stored section; printing all of it buries the answer, printing
 none of it makes the user open the store. The snippet is the run of `SNIPPET_LINES`
-non-blank lines that covers the most of the query's terms, found with the default
-ranking's own analyzer (`analyze`: words, identifier sub-words, stems, word pairs), so
-"locking" finds the line that says "locked". One sliding window over the section's
-lines: linear in the section's length.
+non-blank, non-heading lines that covers the most of the query's weight, found with
+the default ranking's own analyzer (`analyze`: words, identifier sub-words, stems,
+word pairs), so "locking" finds the line that says "locked". Each query term weighs
+its corpus idf (from the search index, when the caller has it), so the line holding
+the query's rare word ("NTP", "-990 ms") beats an intro that repeats its common ones
+("time", "elapsed"). One sliding window over the section's lines: linear in the
+section's length.
 
 The text returned is the stored text, untouched: escaping it for a terminal is the
 printer's job (stored text is untrusted).
@@ -14,7 +17,7 @@ printer's job (stored text is untrusted).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
@@ -23,7 +26,12 @@ from cce_knowledge.retrieval.analyze import analyze, is_pair, query_terms
 SNIPPET_LINES = 3
 #: A word pair of the query found on a line counts this many single words.
 _PAIR_WEIGHT = 2
+#: idf is scaled to an integer weight, so window sums tie exactly (no float drift).
+_SCALE = 1000
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+#: A Markdown ATX heading, or a line of only `=`/`-`/`*`/`_` (setext underline, rule):
+#: it names the section, it does not answer. Anchored, no nested repeats: linear.
+_HEADING = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t]|$)|[ \t]*[=*_-]+[ \t]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +45,16 @@ class SnippetLine:
 class Query:
     """A query analysed once, for the snippets and highlights of all its hits."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, idf: Mapping[str, float] | None = None) -> None:
+        """`idf`: each term's idf in the corpus (e.g. `Searcher.idfs`); a term it
+        lacks, or every term without it, weighs the same as any other word."""
         terms = query_terms(text)
         self.terms = frozenset(terms)
         self.words = frozenset(t for t in terms if not is_pair(t))
+        self.weights: dict[str, int] = {}
+        for t in self.terms:
+            w = max(1, round(_SCALE * idf[t])) if idf is not None and t in idf else _SCALE
+            self.weights[t] = w * _PAIR_WEIGHT if is_pair(t) else w
 
     def line_terms(self, line: str) -> frozenset[str]:
         """The query's terms (words and pairs) `line` contains."""
@@ -56,8 +70,9 @@ class Query:
         return out
 
 
-def _weight(terms: Iterable[str]) -> int:
-    return sum(_PAIR_WEIGHT if is_pair(t) else 1 for t in terms)
+def is_heading(text: str) -> bool:
+    """Whether a line only names the section (a heading, an underline or a rule)."""
+    return _HEADING.match(text) is not None
 
 
 def section_lines(content: str, first_line: int) -> list[SnippetLine]:
@@ -68,13 +83,17 @@ def section_lines(content: str, first_line: int) -> list[SnippetLine]:
 def best_lines(
     content: str, first_line: int, query: Query, size: int = SNIPPET_LINES
 ) -> list[SnippetLine]:
-    """The `size` consecutive non-blank lines of `content` covering the most query
-    terms; the first lines when nothing matches.
+    """The `size` consecutive content lines of `content` (non-blank, and not headings
+    when the section has other lines) whose query terms weigh the most; the first
+    such lines when nothing matches.
 
     Windows that tie come in runs (the windows sliding over one matching line all
     cover it): the middle window of the first best run is taken, so the matching line
     shows with its context on both sides, as grep's `-C` does."""
     lines = [ln for ln in section_lines(content, first_line) if ln.text.strip()]
+    body = [ln for ln in lines if not is_heading(ln.text)]
+    if body:
+        lines = body
     if len(lines) <= size:
         return lines
     found: list[frozenset[str]] = [query.line_terms(ln.text) for ln in lines]
@@ -85,12 +104,12 @@ def best_lines(
         for t in terms:  # the line enters the window
             counts[t] = counts.get(t, 0) + 1
             if counts[t] == 1:
-                score += _weight((t,))
+                score += query.weights[t]
         if i >= size:  # the line `size` back leaves it
             for t in found[i - size]:
                 counts[t] -= 1
                 if counts[t] == 0:
-                    score -= _weight((t,))
+                    score -= query.weights[t]
         if i >= size - 1:
             scores.append(score)
     best = max(scores)
