@@ -9,7 +9,7 @@ first in sorted order). Reported per suite, before and after in the same run: th
 of counted questions whose three-line snippet holds that word, and the warm in-process
 p50 of search + choosing the lines for every hit (k = 8), interleaved.
 
-*Before* is `retrieval/snippet.py` as committed at `--before` (default `main`), read
+*Before* is `retrieval/snippet.py` as committed at `--before` (default 7060dc7, the last commit before the change), read
 with `git show` and loaded beside the current module; *after* is the current module,
 given the corpus idf as `cce knowledge search` gives it. Pass development suites only
 (docs/ranking.md#the-lines-under-a-hit-snippets).
@@ -48,7 +48,7 @@ def main() -> int:
     )
     ap.add_argument("corpus")
     ap.add_argument("suite", nargs="+")
-    ap.add_argument("--before", default="main", help="git ref of the old snippet.py")
+    ap.add_argument("--before", default="7060dc7", help="git ref of the old snippet.py")
     ap.add_argument("--repeat", type=int, default=5, help="latency rounds per question")
     ap.add_argument("--show", action="store_true", help="list the questions that changed")
     a = ap.parse_args()
