@@ -256,33 +256,44 @@ def render_human(rep: AskReport) -> str:
         f"  {'query':<28}{p_head}{'recall':>10}{'MRR':>10}{'rank':>8}  proven",
     ]
     for c in rep.cases:
-        rank = str(c.first_hit_rank) if c.first_hit_rank is not None else "-"
-        p_col = f"{format6(c.precision):>7}" if with_p else ""
-        lines.append(
-            f"  {shown(_clip(c.id, 28)):<28}{p_col}{format6(c.recall):>10}"
-            f"{format6(c.mrr):>10}{rank:>8}  {'yes' if c.proven else 'NO'}"
-        )
-        if not c.proven:
-            ranked = ", ".join(
-                f"{n}. {shown(redact_for_display(r))}" for n, r in enumerate(c.top, 1)
-            )
-            lines.append(f"      ranked instead: {ranked or 'nothing above min_score'}")
+        lines += _case_lines(c, with_p)
     p_mean = f"{format6(rep.precision):>7}" if with_p else ""
     lines.append(f"  {'mean':<28}{p_mean}{format6(rep.recall):>10}{format6(rep.mrr):>10}")
-    kinds = list(dict.fromkeys(c.kind for c in rep.cases if c.kind is not None))
-    if kinds:
-        lines += ["", "  by kind:"]
-        for kind in kinds:
-            cs = [c for c in rep.cases if c.kind == kind]
-            lines.append(
-                f"    {shown(kind)}: {sum(c.proven for c in cs)}/{len(cs)} proven, "
-                f"recall {format6(_mean([c.recall for c in cs]))}, "
-                f"MRR {format6(_mean([c.mrr for c in cs]))}"
-            )
-        rest = sum(1 for c in rep.cases if c.kind is None)
-        if rest:
-            lines.append(f"    (no kind): {rest} cases")
+    lines += _kind_lines(rep.cases)
     return "\n".join(lines) + "\n"
+
+
+def _case_lines(c: CaseResult, with_p: bool) -> list[str]:
+    """One case's row, and under a case not proven what ranked first instead."""
+    rank = str(c.first_hit_rank) if c.first_hit_rank is not None else "-"
+    p_col = f"{format6(c.precision):>7}" if with_p else ""
+    out = [
+        f"  {shown(_clip(c.id, 28)):<28}{p_col}{format6(c.recall):>10}"
+        f"{format6(c.mrr):>10}{rank:>8}  {'yes' if c.proven else 'NO'}"
+    ]
+    if not c.proven:
+        ranked = ", ".join(f"{n}. {shown(redact_for_display(r))}" for n, r in enumerate(c.top, 1))
+        out.append(f"      ranked instead: {ranked or 'nothing above min_score'}")
+    return out
+
+
+def _kind_lines(cases: list[CaseResult]) -> list[str]:
+    """A line per `kind`, in first-seen order, when cases carry one."""
+    kinds = list(dict.fromkeys(c.kind for c in cases if c.kind is not None))
+    if not kinds:
+        return []
+    lines = ["", "  by kind:"]
+    for kind in kinds:
+        cs = [c for c in cases if c.kind == kind]
+        lines.append(
+            f"    {shown(kind)}: {sum(c.proven for c in cs)}/{len(cs)} proven, "
+            f"recall {format6(_mean([c.recall for c in cs]))}, "
+            f"MRR {format6(_mean([c.mrr for c in cs]))}"
+        )
+    rest = sum(1 for c in cases if c.kind is None)
+    if rest:
+        lines.append(f"    (no kind): {rest} cases")
+    return lines
 
 
 def report_json(rep: AskReport) -> str:

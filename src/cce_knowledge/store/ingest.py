@@ -716,12 +716,7 @@ def index_to_root(
         except OSError as e:  # a spool could not be written
             raise CceError(f"could not write knowledge store: {io_error_text(e)}") from e
         with plan:
-            if plan.refused and on_bad_record == "fail":
-                line, reason = plan.refused[0]
-                raise CceError(
-                    f"{feed}:{line}: the record is refused: {reason}"
-                    " (--on-bad-record skip leaves such records out with a warning)"
-                )
+            _check_refused(plan.refused, feed, on_bad_record)
             left: LeftOut | None = None
             if manifest is not None:
                 left = check_manifest(manifest, raw, plan.records + len(plan.refused), plan.sha256)
@@ -754,6 +749,17 @@ def index_to_root(
     result.reused = plan.reused
     result.store_display = f"{display_dir(root)}/{result.snapshot}.json"
     return result
+
+
+def _check_refused(refused: list[tuple[int, str]], feed: str, on_bad_record: OnBadRecord) -> None:
+    """Under `--on-bad-record fail`, the first record past its cost bounds refuses the
+    feed, with its line and the reason."""
+    if refused and on_bad_record == "fail":
+        line, reason = refused[0]
+        raise CceError(
+            f"{feed}:{line}: the record is refused: {reason}"
+            " (--on-bad-record skip leaves such records out with a warning)"
+        )
 
 
 def _add_piece(
