@@ -729,12 +729,10 @@ def index_to_root(
                         result.previous = read_current(root)
                     except (OSError, UnicodeDecodeError):
                         result.previous = None
-                    if isinstance(prev, ChunkMap) and result.previous != prev.snapshot:
-                        # Another writer moved `current` meanwhile: the copied spans
-                        # came from the store it replaced, which may be gone.
-                        raise CceError(
-                            "the knowledge store changed while indexing; run index again"
-                        )
+                    # Another writer may have moved `current` meanwhile: the copied
+                    # spans are still right (a snapshot's bytes never change, and the
+                    # plan reads them through the handle it opened), so this index
+                    # writes the same bytes as a full one, and the last writer wins.
 
                     def with_map() -> None:
                         write_map(root, snapshot, fp, len(head), plan.records, bytes(plan.rows))
