@@ -38,6 +38,7 @@ it from a loaded store (same numbers, same order).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import heapq
 import json
@@ -78,6 +79,7 @@ from cce_knowledge.retrieval.search_index_build import (
     live_groups,
     reference_sections,
 )
+from cce_knowledge.retrieval.search_rows import Rows, read_rows, rows_path, write_rows
 from cce_knowledge.store.snapshots import (
     KnowledgeChunk,
     SearchBuild,
@@ -218,23 +220,62 @@ def build_search_index(
     *,
     workers: int | None = None,
     eager: bool = False,
+    reuse: bool = True,
 ) -> Built:
     """Write the derived index for the store of `snapshot` (default: the active one).
 
     Streams the store file (`index_build`); the caller holds the lock that keeps the
     store in place (index and pull hold the knowledge directory's writer lock).
-    Raises OSError or ValueError when the store cannot be read or written next to."""
+    Raises OSError or ValueError when the store cannot be read or written next to.
+
+    With `reuse`, the rows of an earlier build (search_rows.py) spare the analysis of
+    every record whose chunks are unchanged; this build's rows are kept for the next."""
     t0 = time.perf_counter()
     snap = snapshot if snapshot is not None else read_current(root)
     path = index_path(root, snap)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows_file = rows_path(path)
+
+    def keep_rows(rows: Rows) -> None:
+        try:
+            write_rows(rows_file, snap, INDEX_KEY, rows)
+        except OSError:
+            pass  # only the next build's shortcut: it is then a full one
+
     # The reference ranking's sections go to their own file on its first use
     # (`SearchIndex.reference_sections`): most searches never need them.
-    parts = index_parts(store_path(root, snap), workers=workers, eager=eager, with_reference=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = index_parts(
+        store_path(root, snap),
+        workers=workers,
+        eager=eager,
+        with_reference=False,
+        previous=previous_rows(path.parent, rows_file) if reuse else None,
+        on_rows=keep_rows,
+    )
     atomic_write_parts(path, parts)
     del parts
     _prune(path.parent, keep=path.name)
     return Built(path, snap, time.perf_counter() - t0, path.stat().st_size)
+
+
+def previous_rows(d: Path, exclude: Path) -> Rows | None:
+    """The newest usable rows file of this index key in `d` (an earlier build's), or
+    None: a missing, damaged or foreign one only makes this build a full one."""
+    found: list[tuple[float, Path]] = []
+    try:
+        for entry in os.scandir(d):
+            if entry.name.endswith(f"-{INDEX_KEY}.rows") and entry.name != exclude.name:
+                with contextlib.suppress(OSError):
+                    if entry.is_file(follow_symlinks=False):
+                        found.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))
+    except OSError:
+        return None
+    for _, p in sorted(found, reverse=True):
+        try:
+            return read_rows(p, INDEX_KEY)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def build_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
@@ -273,6 +314,8 @@ def index_parts(
     inline_docs: bool = False,
     eager: bool = False,
     with_reference: bool = True,
+    previous: Rows | None = None,
+    on_rows: Callable[[Rows], None] | None = None,
 ) -> list[bytes]:
     """The index file for the store at `store_file`, as parts: streamed from the mapped
     store when it has the pinned layout, else built from the parsed store (inline docs,
@@ -282,7 +325,13 @@ def index_parts(
     if isinstance(view, LoadedView):
         return [build_bytes(view.store, workers=workers)]
     sections, facts = build_sections(
-        view, inline_docs=inline_docs, workers=workers, eager=eager, with_reference=with_reference
+        view,
+        inline_docs=inline_docs,
+        workers=workers,
+        eager=eager,
+        with_reference=with_reference,
+        previous=previous,
+        on_rows=None if inline_docs else on_rows,
     )
     return layout(view.snapshot, facts, sections, store_size=None if inline_docs else view.size)
 
@@ -311,8 +360,9 @@ def _prune(d: Path, keep: str) -> None:
         names = os.listdir(d)
     except OSError:
         return
+    rows = keep.removesuffix(".idx") + ".rows"
     for name in names:
-        if name.endswith(".idx") and name != keep:
+        if (name.endswith(".idx") and name != keep) or (name.endswith(".rows") and name != rows):
             try:
                 os.unlink(d / name)
             except OSError:

@@ -20,6 +20,7 @@ records' default pass instead. Every path writes the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -27,7 +28,7 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from itertools import repeat
+from itertools import pairwise, repeat
 from typing import TYPE_CHECKING, Any, Union
 
 from cce_knowledge.core import progress
@@ -53,6 +54,7 @@ from cce_knowledge.retrieval.default import (
 )
 from cce_knowledge.retrieval.hits import DROPPED_REASONS
 from cce_knowledge.retrieval.reference import PER_RECORD_CAP, has_pr_link, path_penalised
+from cce_knowledge.retrieval.search_rows import DIGEST, Rows, reuse_plan, splice
 from cce_knowledge.store.snapshots import KnowledgeChunk, embedding_json_sparse
 
 if TYPE_CHECKING:
@@ -209,6 +211,15 @@ class LoadedChunks:
 
     def release(self) -> None:
         """Nothing is mapped."""
+
+    def record_digest(self, idxs: list[int]) -> bytes:
+        """`StoreView.record_digest` for loaded chunks (their members but the embedding)."""
+        h = hashlib.blake2b(digest_size=DIGEST)
+        for i in idxs:
+            o = self.raw_chunk(i)
+            o.pop("embedding", None)
+            h.update(json.dumps(o, sort_keys=True).encode())
+        return h.digest()
 
 
 Chunks = Union["StoreView", LoadedChunks]
@@ -577,12 +588,16 @@ def _add_record(
     recs.lead_len.append(len(lead))
 
 
-def _owners(counts: array[int]) -> np.ndarray:
+#: What a spent `Rows` array is replaced with (the build drops each as it is used).
+_SPENT: Any = ()
+
+
+def _owners(counts: np.ndarray) -> np.ndarray:
     """Row owner per row (int32) from each owner's row count: 0, 0, 1, 2, 2, ..."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
-    return np.repeat(np.arange(len(counts), dtype=np.int32), np.frombuffer(counts, dtype=np.int64))
+    return np.repeat(np.arange(len(counts), dtype=np.int32), counts)
 
 
 def _term_table(terms: list[str]) -> dict[str, bytes]:
@@ -596,27 +611,69 @@ def _term_table(terms: list[str]) -> dict[str, bytes]:
     return {"term_blob": "".join(terms).encode("ascii"), "term_off": narrow(term_off)}
 
 
-def _field_norms(recs: _RecordRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _terms_of(blob: bytes, off: bytes) -> list[str]:
+    """The sorted vocabulary the C gatherer returns, as strings (its terms are ASCII)."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    text = blob.decode("ascii")
+    bounds = np.frombuffer(off, dtype=np.int64).tolist()
+    return [text[a:b] for a, b in pairwise(bounds)]
+
+
+def _to_rows(recs: _RecordRows, secs: _SectionRows, rank: np.ndarray, terms: list[str]) -> Rows:
+    """The gathered arrays as `Rows`, term ids ranked in the sorted vocabulary."""
+    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
+    import numpy as np
+
+    def i32(a: array[int]) -> np.ndarray:
+        return np.frombuffer(a, dtype=np.int32)
+
+    def i64(a: array[int]) -> np.ndarray:
+        return np.frombuffer(a, dtype=np.int64)
+
+    return Rows(
+        terms=terms,
+        record_ids=[],
+        digests=b"",
+        rec_n=i64(recs.n),
+        title_n=i64(recs.title_n),
+        title_len=i64(recs.title_len),
+        body_len=i64(recs.body_len),
+        lead_len=i64(recs.lead_len),
+        chunk_n=np.diff(i64(recs.chunk_ptr)),
+        rec_tid=rank[i32(recs.tid)],
+        tf_title=i32(recs.tf_title),
+        tf_body=i32(recs.tf_body),
+        tf_lead=i32(recs.tf_lead),
+        title_tid=rank[i32(recs.title_tid)],
+        sec_n=i64(secs.n),
+        sec_len=i64(secs.length),
+        sec_tid=rank[i32(secs.tid)],
+        sec_tf=i32(secs.tf),
+    )
+
+
+def _field_norms(rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each record's BM25F length norm of title, body and lead (float64)."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
-    n = len(recs.n)
-    avg_t, avg_b, avg_l = (
-        mean_length(x, n) for x in (recs.title_len, recs.body_len, recs.lead_len)
-    )
+    n = rows.records
+    lens = [x.tolist() for x in (rows.title_len, rows.body_len, rows.lead_len)]
+    avg_t, avg_b, avg_l = (mean_length(x, n) for x in lens)
     return (
-        np.array([field_norm(TITLE_B, x, avg_t) for x in recs.title_len], dtype=np.float64),
-        np.array([field_norm(BODY_B, x, avg_b) for x in recs.body_len], dtype=np.float64),
-        np.array([field_norm(LEAD_B, x, avg_l) for x in recs.lead_len], dtype=np.float64),
+        np.array([field_norm(TITLE_B, x, avg_t) for x in lens[0]], dtype=np.float64),
+        np.array([field_norm(BODY_B, x, avg_b) for x in lens[1]], dtype=np.float64),
+        np.array([field_norm(LEAD_B, x, avg_l) for x in lens[2]], dtype=np.float64),
     )
 
 
 def _saturated(
-    recs: _RecordRows, rows: np.ndarray, norms: tuple[np.ndarray, np.ndarray, np.ndarray]
+    rows: Rows, owner: np.ndarray, norms: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> np.ndarray:
     """The record postings' weights (float32): each row's saturated BM25F tf, from its
-    title, body and lead tf and its record's (`rows`) field norms."""
+    title, body and lead tf and its record's (`owner`) field norms."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
@@ -624,13 +681,13 @@ def _saturated(
     # default.saturate (numpy adds and divides exactly like Python floats).
     norm_t, norm_b, norm_l = norms
     # In place, one temporary at a time: the same values, far less peak memory.
-    tfp = np.frombuffer(recs.tf_title, dtype=np.int32) * TITLE_WEIGHT
-    tfp /= norm_t[rows]
-    part = np.frombuffer(recs.tf_body, dtype=np.int32) * BODY_WEIGHT
-    part /= norm_b[rows]
+    tfp = rows.tf_title.astype(np.int32, copy=False) * TITLE_WEIGHT
+    tfp /= norm_t[owner]
+    part = rows.tf_body.astype(np.int32, copy=False) * BODY_WEIGHT
+    part /= norm_b[owner]
     tfp += part
-    part = np.frombuffer(recs.tf_lead, dtype=np.int32) * LEAD_WEIGHT
-    part /= norm_l[rows]
+    part = rows.tf_lead.astype(np.int32, copy=False) * LEAD_WEIGHT
+    part /= norm_l[owner]
     tfp += part
     del part
     part = tfp + K1
@@ -639,58 +696,61 @@ def _saturated(
     return tfp.astype(np.float32)
 
 
-def _record_postings(recs: _RecordRows, rank: np.ndarray, n_terms: int) -> dict[str, bytes]:
+def _record_postings(rows: Rows, n_terms: int) -> dict[str, bytes]:
     """`term_df`, the record postings (`rec_ptr`, `rec_ids`, `rec_w`, `rec_tf`) and the
-    title postings (`tit_ptr`, `tit_ids`). Spends `recs`: each array of it is dropped
-    as soon as it is used, to keep the build's peak memory low."""
+    title postings (`tit_ptr`, `tit_ids`). Spends the record rows of `rows`: each
+    array is dropped as soon as it is used, to keep the build's peak memory low."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
     out: dict[str, bytes] = {}
-    rows_r = _owners(recs.n)
-    tid_r = rank[np.frombuffer(recs.tid, dtype=np.int32)]
+    owner = _owners(rows.rec_n)
+    tid = rows.rec_tid
     # Document frequencies: a query computes idf(n, df) for its few terms.
-    out["term_df"] = np.bincount(tid_r, minlength=n_terms).astype(np.int32).tobytes()
-    sat = _saturated(recs, rows_r, _field_norms(recs))
-    recs.tid = recs.tf_title = recs.tf_lead = array("i")
-    _csr(out, "rec", n_terms, tid_r, rows_r, sat, np.frombuffer(recs.tf_body, dtype=np.int32))
-    recs.tf_body = array("i")
-    del sat, tid_r, rows_r
-    title_tids = rank[np.frombuffer(recs.title_tid, dtype=np.int32)]
-    _csr(out, "tit", n_terms, title_tids, _owners(recs.title_n), None)
-    recs.title_tid = array("i")
+    out["term_df"] = np.bincount(tid, minlength=n_terms).astype(np.int32).tobytes()
+    sat = _saturated(rows, owner, _field_norms(rows))
+    rows.rec_tid = rows.tf_title = rows.tf_lead = _SPENT
+    tf_body = rows.tf_body.astype(np.int32, copy=False)
+    rows.tf_body = _SPENT
+    _csr(out, "rec", n_terms, tid, owner, sat, tf_body)
+    del sat, owner, tid, tf_body
+    title_tid, rows.title_tid = rows.title_tid, _SPENT
+    _csr(out, "tit", n_terms, title_tid, _owners(rows.title_n), None)
     return out
 
 
-def _section_postings(secs: _SectionRows, rank: np.ndarray, n_terms: int) -> dict[str, bytes]:
+def _section_postings(rows: Rows, n_terms: int) -> dict[str, bytes]:
     """The section postings (`sec_ptr`, `sec_ids`, `sec_w`: each section's tf saturated
     against its own length) and every section's length norm (`sec_norm`)."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
-    c_len = secs.length
+    c_len = rows.sec_len.tolist()
     n_docs = len(c_len)
     avg_c = sum(c_len) / n_docs if n_docs else 0.0
     norm_c = np.array([field_norm(SECTION_B, x, avg_c) for x in c_len], dtype=np.float64)
-    rows_s = _owners(secs.n)
-    tf = np.frombuffer(secs.tf, dtype=np.int32)
-    w = tf / (tf + K1 * norm_c[rows_s])
+    owner = _owners(rows.sec_n)
+    tf = rows.sec_tf.astype(np.int32, copy=False)
+    rows.sec_tf = _SPENT
+    w = tf / (tf + K1 * norm_c[owner])
+    del tf
     out: dict[str, bytes] = {}
-    _csr(out, "sec", n_terms, rank[np.frombuffer(secs.tid, dtype=np.int32)], rows_s, w)
-    del w, rows_s, tf
+    sec_tid, rows.sec_tid = rows.sec_tid, _SPENT
+    _csr(out, "sec", n_terms, sec_tid, owner, w)
+    del w, owner, sec_tid
     out["sec_norm"] = norm_c.tobytes()
     return out
 
 
-def _document_sections(
-    recs: _RecordRows, secs: _SectionRows, *, inline_docs: bool
-) -> dict[str, bytes]:
+def _document_sections(rows: Rows, secs: _SectionRows, *, inline_docs: bool) -> dict[str, bytes]:
     """`rec_chunk_ptr` (each record's sections), then the documents: inline (`docs`,
     `doc_off`) or as byte spans of the store file (`doc_span`)."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
-    out = {"rec_chunk_ptr": narrow(np.frombuffer(recs.chunk_ptr, dtype=np.int64))}
+    ptr = np.zeros(rows.records + 1, dtype=np.int64)
+    np.cumsum(rows.chunk_n, out=ptr[1:])
+    out = {"rec_chunk_ptr": narrow(ptr)}
     if inline_docs:
         out["docs"] = bytes(secs.docs)
         out["doc_off"] = narrow(np.frombuffer(secs.doc_off, dtype=np.int64))
@@ -699,18 +759,16 @@ def _document_sections(
     return out
 
 
-def default_sections(
+def _gathered(
     view: Chunks,
     groups: dict[str, list[int]],
     *,
     inline_docs: bool,
-    tick: Callable[[], None] = lambda: None,
-    split: bool = False,
-) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """The default ranking's sections and the documents, in the layout order of
-    `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf).
-    `split`: without the C analyser, the second half of the records is gathered in a
-    forked child meanwhile (the C one needs no second process)."""
+    tick: Callable[[], None],
+    split: bool,
+) -> tuple[Rows, _SectionRows]:
+    """One analysis pass over the records of `groups`: their rows (without ids and
+    digests), and the documents or spans gathered with them."""
     # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
     import numpy as np
 
@@ -719,10 +777,7 @@ def default_sections(
         got, recs, secs = _gather_native(gatherer, view, groups, inline_docs=inline_docs, tick=tick)
         del gatherer
         rank = np.frombuffer(got["rank"], dtype=np.int32)
-        sections = {
-            "term_blob": got["term_blob"],
-            "term_off": narrow(np.frombuffer(got["term_off"], dtype=np.int64)),
-        }
+        terms = _terms_of(got["term_blob"], got["term_off"])
         del got
     else:
         if split:
@@ -731,19 +786,68 @@ def default_sections(
             ids, recs, secs = _gather(view, groups, inline_docs=inline_docs, tick=tick)
         terms, rank = _sorted_terms(ids)
         del ids
-        sections = _term_table(terms)
-        del terms
-    n = len(groups)
-    n_terms = len(rank)
+    return _to_rows(recs, secs, rank, terms), secs
+
+
+def _spans(view: Chunks, groups: dict[str, list[int]]) -> _SectionRows:
+    """The byte spans of every live chunk in document order (no analysis)."""
+    secs = _SectionRows()
+    out = secs.spans
+    for idxs in groups.values():
+        for i in idxs:
+            out.extend(view.span(i))
+    return secs
+
+
+def default_sections(
+    view: Chunks,
+    groups: dict[str, list[int]],
+    *,
+    inline_docs: bool,
+    tick: Callable[[int], None] = lambda n: None,
+    split: bool = False,
+    previous: Rows | None = None,
+    on_rows: Callable[[Rows], None] | None = None,
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The default ranking's sections and the documents, in the layout order of
+    `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf).
+    `split`: without the C analyser, the second half of the records is gathered in a
+    forked child meanwhile (the C one needs no second process).
+
+    With `previous` (the rows of an earlier build, search_rows.py), only the records
+    whose chunks changed are analysed; the bytes are the same. `on_rows` receives this
+    build's rows (to keep for the next one) before they become postings."""
+    record_ids = list(groups)
+    digests = b""
+    if previous is not None or on_rows is not None:
+        digests = b"".join(map(view.record_digest, groups.values()))
+        view.release()
+    one = lambda: tick(1)  # noqa: E731
+    if previous is not None and not inline_docs:
+        plan = reuse_plan(previous, record_ids, digests, [len(g) for g in groups.values()])
+        todo = {rid: groups[rid] for rid, k in zip(record_ids, plan, strict=True) if k < 0}
+        tick(sum(len(groups[rid]) for rid, k in zip(record_ids, plan, strict=True) if k >= 0))
+        fresh, _ = _gathered(view, todo, inline_docs=False, tick=one, split=False)
+        rows = splice(previous, plan, fresh, record_ids, digests)
+        del fresh
+        secs = _spans(view, groups)
+    else:
+        rows, secs = _gathered(view, groups, inline_docs=inline_docs, tick=one, split=split)
+        rows.record_ids = record_ids
+        rows.digests = digests
+    if on_rows is not None:
+        on_rows(rows)
+    n_terms = len(rows.terms)
     # The order of the sections is the file's layout: keep it.
-    sections.update(_record_postings(recs, rank, n_terms))
-    sections.update(_section_postings(secs, rank, n_terms))
-    sections.update(_document_sections(recs, secs, inline_docs=inline_docs))
+    sections = _term_table(rows.terms)
+    sections.update(_record_postings(rows, n_terms))
+    sections.update(_section_postings(rows, n_terms))
+    sections.update(_document_sections(rows, secs, inline_docs=inline_docs))
     facts = {
-        "records": n,
-        "chunks": len(secs.length),
+        "records": len(groups),
+        "chunks": len(rows.sec_len),
         "terms": n_terms,
-        "unknown_idf": idf(n, 0),
+        "unknown_idf": idf(len(groups), 0),
     }
     return sections, facts
 
@@ -1022,8 +1126,11 @@ def build_sections(
     with_reference: bool = True,
     workers: int | None = None,
     eager: bool = False,
+    previous: Rows | None = None,
+    on_rows: Callable[[Rows], None] | None = None,
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """All sections of the index file for the store under `view`, and header facts."""
+    """All sections of the index file for the store under `view`, and header facts.
+    `previous` and `on_rows`: see `default_sections`."""
     live, groups = live_groups(view)
     live_to_doc = doc_numbers(live, groups)
     parallel = _parallel_ok(len(live), workers, eager=eager)
@@ -1044,7 +1151,13 @@ def build_sections(
     split = parallel and not with_reference
     with progress.task(desc, total=len(live), unit="chunks") as bar:
         sections, facts = default_sections(
-            view, groups, inline_docs=inline_docs, tick=bar.advance, split=split
+            view,
+            groups,
+            inline_docs=inline_docs,
+            tick=bar.advance,
+            split=split,
+            previous=previous,
+            on_rows=on_rows,
         )
         if ref is not None:
             sections.update(ref())

@@ -15,6 +15,7 @@ refused with ValueError — the "present but failed to load" case.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import os
@@ -226,6 +227,19 @@ class StoreView:
             return value
         raw = m.group(1)
         return None if raw == b"null" else _jstr(raw)
+
+    def record_digest(self, idxs: list[int]) -> bytes:
+        """A digest (16 bytes, blake2b) of the given chunk objects' bytes before their
+        embeddings: equal digests mean equal members, so equal analysis (the
+        embedding is derived from the content)."""
+        data = self._data
+        h = hashlib.blake2b(digest_size=16)
+        for i in idxs:
+            start, end = self.span(i)
+            k = data.find(_EMB_MARK, start, end)
+            h.update(data[start : k if k >= 0 else end])
+            h.update(b"\0")
+        return h.digest()
 
     @property
     def size(self) -> int:

@@ -212,6 +212,38 @@ class _Renders:
             t.join()
 
 
+def iter_export_slices(
+    data: Any, ranges: list[tuple[int, int]], jobs: int | None = None
+) -> Iterator[ExportSlice | None] | None:
+    """`export_slices` one slice at a time, in order (at most 2 × workers + 1 rendered
+    and not yet taken): None when the module is missing; a None item when an object
+    is not in the writer's exact layout (the caller then takes the Python paths)."""
+    mod = native()
+    if mod is None:
+        return None
+    return _iter_slices(mod, data, ranges, _workers(jobs))
+
+
+def _iter_slices(
+    mod: ModuleType, data: Any, ranges: list[tuple[int, int]], workers: int
+) -> Iterator[ExportSlice | None]:
+    runs = _Renders(lambda a, b: mod.export(data, a, b), ranges, workers)
+    try:
+        for i in range(len(ranges)):
+            got = runs.take(i)
+            if got is None:
+                yield None
+                return
+            lines, toks, phase_a = got
+            del got
+            pairs = [(_token_str(r), chunk_digest(_token_str(c))) for r, c, _ in toks]
+            stamps = [_token_str(u) for _, _, u in toks if u != b"null"]
+            del toks
+            yield lines, pairs, max(stamps) if stamps else None, phase_a
+    finally:
+        runs.close()
+
+
 def export_slices(
     data: Any, ranges: list[tuple[int, int]], jobs: int | None = None
 ) -> list[ExportSlice] | None:

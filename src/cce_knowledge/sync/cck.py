@@ -746,7 +746,7 @@ def _fast_export_range(bounds: tuple[int, int]) -> ExportSlice | None:
     return b"".join(lines), pairs, newest, phase_a
 
 
-def _chunk_ranges(data: bytes, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+def _chunk_ranges(data: Artifact, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
     """Cut data[lo:hi] (chunk objects joined by ",\\n") into about `parts` ranges of whole
     objects. A raw newline never occurs inside a JSON string, so the separator is exact."""
     sep = b"\n    },\n    {\n"
@@ -791,7 +791,7 @@ def fast_export_store_bytes(
     return sealed, out, [x for p in done for x in p[1]]
 
 
-def _store_layout(data: bytes) -> tuple[dict[str, Any], int, int] | None:
+def _store_layout(data: Artifact) -> tuple[dict[str, Any], int, int] | None:
     """(head object, start, end of the chunk objects) when `data` is a store file in the
     writer's exact layout on a little-endian host; None otherwise."""
     if sys.byteorder != "little":
@@ -802,7 +802,7 @@ def _store_layout(data: bytes) -> tuple[dict[str, Any], int, int] | None:
         if at < 0 or at + len(_STORE_EMPTY) != len(data):
             return None
         lo = hi = at
-    elif not data.endswith(_STORE_CLOSE):
+    elif data[len(data) - len(_STORE_CLOSE) :] != _STORE_CLOSE:  # a map has no endswith
         return None
     else:
         lo, hi = at + len(_STORE_OPEN), len(data) - len(_STORE_CLOSE)
@@ -823,11 +823,11 @@ def _store_layout(data: bytes) -> tuple[dict[str, Any], int, int] | None:
 
 
 def _python_export_slices(
-    data: bytes, lo: int, hi: int, jobs: int | None
+    data: Artifact, lo: int, hi: int, jobs: int | None
 ) -> list[ExportSlice | None]:
     """`_fast_export_range` over data[lo:hi], in forked workers when the store is big."""
     global _FAST_DATA
-    n_guess = data.count(b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
+    n_guess = _count(data, b"\n    },\n    {\n", lo, hi) + 1 if hi > lo else 0
     workers = min(_workers(jobs), max(1, n_guess // (PARALLEL_MIN_CHUNKS // 2)))
     use_pool = n_guess >= PARALLEL_MIN_CHUNKS and workers > 1 and _can_fork()
     bounds = _chunk_ranges(data, lo, hi, _range_count(hi - lo, workers if use_pool else 1))
@@ -839,6 +839,103 @@ def _python_export_slices(
         return [_fast_export_range(b) for b in bounds]
     finally:
         _FAST_DATA = b""
+
+
+def _count(data: Artifact, sub: bytes, lo: int, hi: int) -> int:
+    """`bytes.count` for a mapped file too (a map has none)."""
+    n = 0
+    at = data.find(sub, lo, hi)
+    while at >= 0:
+        n += 1
+        at = data.find(sub, at + len(sub), hi)
+    return n
+
+
+#: Renders the chunk objects of a store's byte ranges on the native path, one slice at
+#: a time (None for a range not in the writer's exact layout); None: no native module.
+NativeIter = Callable[
+    [Any, list[tuple[int, int]], "int | None"], "Iterator[ExportSlice | None] | None"
+]
+
+
+def export_store_spooled(
+    data: Artifact,
+    corpus_id: str,
+    spool_dir: str | os.PathLike[str],
+    jobs: int | None = None,
+    native_iter: NativeIter | None = None,
+) -> tuple[CckManifest, mmap.mmap, list[tuple[str, bytes]]] | Literal[True] | None:
+    """`fast_export_store_bytes` written to an unlinked file in `spool_dir` instead of
+    memory: each rendered range is written as it comes, so memory holds a few ranges
+    and the (record_id, digest) pairs, never the artifact. Returns the artifact mapped
+    from that file (file-backed: the kernel can drop its pages). Same bytes."""
+    layout = _store_layout(data)
+    if layout is None:
+        return None
+    head, lo, hi = layout
+    if native_iter is not None:
+        native_bounds = _chunk_ranges(data, lo, hi, max(2, -(-(hi - lo) // EXPORT_RANGE_BYTES)))
+        slices = native_iter(data, native_bounds, jobs)
+        if slices is not None:
+            got = _spool_slices(head, corpus_id, spool_dir, slices)
+            if got is not None:
+                return got
+            # An object out of the writer's layout: the Python path decides.
+    return _spool_slices(head, corpus_id, spool_dir, _python_export_slices(data, lo, hi, jobs))
+
+
+def _spool_slices(
+    head: dict[str, Any],
+    corpus_id: str,
+    spool_dir: str | os.PathLike[str],
+    slices: Iterator[ExportSlice | None] | list[ExportSlice | None],
+) -> tuple[CckManifest, mmap.mmap, list[tuple[str, bytes]]] | Literal[True] | None:
+    """Write the slices' bodies to a spool, then the sealed artifact (manifest line,
+    bodies) to a second one, mapped. None/True as `fast_export_store_bytes`."""
+    import shutil  # lazy: only a spooled export copies files
+    import tempfile  # lazy: only a spooled export makes spools
+
+    pairs: list[tuple[str, bytes]] = []
+    newest: list[str] = []
+    count = 0
+    with tempfile.TemporaryFile(dir=spool_dir, prefix=".cck-body-") as body:
+        for p in slices:
+            if p is None:
+                return None
+            if p[3]:
+                return True
+            body.write(p[0])
+            count += p[0].count(b"\n")
+            pairs += p[1]
+            if p[2] is not None:
+                newest.append(p[2])
+            del p
+        body.flush()
+        m = CckManifest(
+            checksum="",
+            chunk_count=count,
+            contract=head["schema"],
+            corpus_id=corpus_id,
+            data_as_of=max(newest) if newest else None,
+            records=head["records"],
+            snapshot=head["snapshot"],
+        )
+        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
+        size = body.tell()
+        if size:
+            with mmap.mmap(body.fileno(), 0, access=mmap.ACCESS_READ) as mb:
+                h.update(mb)
+        sealed = CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
+        out = tempfile.TemporaryFile(dir=spool_dir, prefix=".cck-")
+        try:
+            out.write((canonical(sealed.as_dict()) + "\n").encode("utf-8"))
+            body.seek(0)
+            shutil.copyfileobj(body, out, 1 << 20)
+            out.flush()
+            mapped = mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
+        finally:
+            out.close()  # the map keeps the unlinked file's pages
+    return sealed, mapped, pairs
 
 
 def _seal_export(

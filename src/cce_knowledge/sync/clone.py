@@ -18,6 +18,7 @@ Differences from the reference that do not change the wire:
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import re
 import shutil
@@ -54,6 +55,9 @@ CCE_ATTR_LINE = "*.cce filter=lfs diff=lfs merge=lfs -text"
 PARTS_SUFFIX = ".parts"
 #: The local ref `fast_commit` builds on before pushing it to the remote branch.
 _FAST_REF = "refs/cce/fast-commit"
+
+#: A blob to publish: bytes, or a mapped spool (a big artifact is never read into memory).
+Blob = bytes | mmap.mmap
 
 
 def lfs_available() -> bool:
@@ -540,7 +544,7 @@ class GitCache:
         )
 
     def _write_entries(
-        self, entries: list[tuple[str, bytes]], keep_if_present: frozenset[str] = frozenset()
+        self, entries: list[tuple[str, Blob]], keep_if_present: frozenset[str] = frozenset()
     ) -> None:
         self.check_tree([k for k, _ in entries], verb="write to")
         written: list[str] = []
@@ -572,7 +576,7 @@ class GitCache:
 
     def put_many(
         self,
-        entries: list[tuple[str, bytes]],
+        entries: list[tuple[str, Blob]],
         message: str,
         keep_if_present: frozenset[str] = frozenset(),
         label: str | None = None,
@@ -591,13 +595,13 @@ class GitCache:
         self.verify_carried(entries, sha)
         return sha
 
-    def _carries(self, ref: str, key: str, data: bytes) -> bool:
+    def _carries(self, ref: str, key: str, data: Blob) -> bool:
         if key.endswith((".cck", ".cce", ".vec")):
             return self.has(key, ref)
         st, out, _ = self.run("cat-file", "blob", f"{ref}:{key}", check=False)
-        return st == 0 and out == data
+        return st == 0 and out == bytes(data)
 
-    def verify_carried(self, entries: list[tuple[str, bytes]], sha: str) -> None:
+    def verify_carried(self, entries: list[tuple[str, Blob]], sha: str) -> None:
         self.fetch()
         for key, data in entries:
             if self._carries(self.origin, key, data):
@@ -767,7 +771,7 @@ def cache_miss(key: str) -> str:
     return f"cache miss: {shown(key)} not found on the remote"
 
 
-def _write_no_follow(path: Path, data: bytes) -> None:
+def _write_no_follow(path: Path, data: Blob) -> None:
     """Replace a regular file's bytes; a symlink at `path` is an error, never followed
     (`check_tree` has refused one already: this is the second lock on the door)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)

@@ -31,7 +31,8 @@ _NO_MANIFEST = cck.CckManifest("", 0, "", "", None, 0, "")
 @dataclass(frozen=True)
 class Outgoing:
     manifest: cck.CckManifest
-    data: bytes
+    #: the `.cck` bytes: in memory, or mapped from an unlinked spool (a big push)
+    data: cck.Artifact
     #: (record_id, chunk content digest) in store order, for the shrink guard
     chunks: list[tuple[str, bytes]]
     #: a chunk without persisted embeddings: export must be refused (after id checks)

@@ -7,6 +7,7 @@ read-back verification → report → retention (best effort). Nothing local is 
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from cce_knowledge.contract.manifest import LeftOut
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import CceError, ConfigError, SyncError
 from cce_knowledge.core.jsonout import pretty
+from cce_knowledge.core.rustcompat import io_error_text
 from cce_knowledge.core.untrusted import shown
 from cce_knowledge.store.left_out import read_left_out
 from cce_knowledge.store.snapshots import (
@@ -25,16 +27,17 @@ from cce_knowledge.store.snapshots import (
 )
 from cce_knowledge.sync import guard as G
 from cce_knowledge.sync import keys as K
-from cce_knowledge.sync.accelerator import chunk_digests, export_slices
+from cce_knowledge.sync.accelerator import chunk_digests, iter_export_slices
 from cce_knowledge.sync.allowed_signers import AllowedSigners
 from cce_knowledge.sync.cck import (
     PHASE_A_REFUSAL,
     CckManifest,
-    fast_export_store_bytes,
+    export_store_spooled,
     import_keyed_chunk_digests,
 )
 from cce_knowledge.sync.clone import (
     CCK_ATTR_LINE,
+    Blob,
     GitCache,
     lfs_available,
     open_cache,
@@ -316,10 +319,18 @@ def _outgoing(root: str | os.PathLike[str], corpus_id: str) -> Outgoing:
     """The outgoing `.cck`: straight from the store file's bytes when it is in the
     writer's layout, else via `outgoing_from_store` (which owns the errors)."""
     try:
-        data = store_path(root, read_current(root)).read_bytes()
-    except (OSError, UnicodeDecodeError):
+        path = store_path(root, read_current(root))
+        with open(path, "rb") as f:
+            # Mapped, not read: file-backed pages the kernel can drop (a store is GBs).
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, UnicodeDecodeError, ValueError):  # ValueError: an empty file
         return outgoing_from_store(root, corpus_id)
-    fast = fast_export_store_bytes(data, corpus_id, native_slices=export_slices)
+    try:
+        fast = export_store_spooled(data, corpus_id, path.parent, native_iter=iter_export_slices)
+    except OSError as e:
+        raise SyncError(f"could not write the outgoing artifact: {io_error_text(e)}") from e
+    finally:
+        data.close()
     if fast is None:
         return outgoing_from_store(root, corpus_id)
     if fast is True:
@@ -483,7 +494,7 @@ def _publish(
     with_parts, res.plain = plan
     if use_lfs and res.plain:
         cache.ensure_attribute(CCK_ATTR_LINE, "*.cck", "cce sync: enable git-LFS for *.cck")
-    entries: list[tuple[str, bytes]] = []
+    entries: list[tuple[str, Blob]] = []
     if with_parts:
         index = _publish_parts(cache, out, res)
         res.parts_key = K.parts_index_key(corpus_id, m.snapshot)

@@ -1,0 +1,181 @@
+"""The search index's kept rows (retrieval/search_rows.py): a build that reuses an
+earlier build's rows writes the same bytes as a build from scratch, and a rows file
+that is damaged or not ours only makes the build a full one."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cce_knowledge.engine.embed import hash_embed
+from cce_knowledge.retrieval import search_index as si
+from cce_knowledge.retrieval import search_rows as sr
+from cce_knowledge.store.snapshots import KnowledgeChunk, KnowledgeStore
+from tests.helpers.corpora import RECORD_IDS, SNAP, make_store, text, varied_stores, write_store
+
+
+def _build(path: Path, previous: sr.Rows | None = None) -> tuple[bytes, sr.Rows]:
+    """The index bytes of the store at `path`, and the rows the build kept (through
+    the file, as the next build reads them: the build spends its arrays)."""
+    kept = path.with_name(path.name + ".rows")
+    parts = si.index_parts(
+        path,
+        workers=1,
+        with_reference=False,
+        previous=previous,
+        on_rows=lambda rows: sr.write_rows(kept, SNAP, si.INDEX_KEY, rows),
+    )
+    return b"".join(parts), sr.read_rows(kept, si.INDEX_KEY)
+
+
+def _file_bytes(rows: sr.Rows, d: Path, name: str) -> bytes:
+    p = d / name
+    sr.write_rows(p, SNAP, si.INDEX_KEY, rows)
+    return p.read_bytes()
+
+
+@st.composite
+def edited(draw: st.DrawFn, store: KnowledgeStore) -> KnowledgeStore:
+    """`store` after a night: chunks kept, changed, dropped, added, the order shuffled."""
+    out: list[KnowledgeChunk] = []
+    for c in store.chunks:
+        what = draw(st.sampled_from(["keep", "keep", "keep", "change", "drop"]))
+        if what == "keep":
+            out.append(c)
+        elif what == "change":
+            content = c.content + " " + draw(text)
+            out.append(replace(c, content=content, embedding=hash_embed(content)))
+    for k in range(draw(st.integers(0, 3))):
+        rid = draw(st.sampled_from([*RECORD_IDS, f"new-{k}"]))
+        content = draw(text)
+        base = (
+            store.chunks[0]
+            if store.chunks
+            else make_store([(rid, "", "", None, None, [], [])]).chunks[0]
+        )
+        out.append(
+            replace(
+                base,
+                chunk_id=f"{k:016x}",
+                record_id=rid,
+                content=content,
+                title=draw(text),
+                embedding=hash_embed(content),
+            )
+        )
+    if out and draw(st.booleans()):
+        out = draw(st.permutations(out))
+    records = len({c.record_id for c in out})
+    return KnowledgeStore(snapshot=SNAP, records=records, chunks=out)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), before=varied_stores())
+def test_a_build_from_kept_rows_equals_a_build_from_scratch(
+    data: st.DataObject, before: KnowledgeStore
+) -> None:
+    after = data.draw(edited(before))
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        _, previous = _build(write_store(root / "a", before))
+        path = write_store(root / "b", after)
+        want, rows_want = _build(path)
+        got, rows_got = _build(path, previous)
+        assert got == want
+        assert _file_bytes(rows_got, root, "got") == _file_bytes(rows_want, root, "want")
+
+
+def test_only_changed_records_are_analysed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cce_knowledge.retrieval import search_index_build as sib
+
+    specs = [
+        (f"r{i}", f"lock retry {i} backoff", f"title {i}", None, None, [], []) for i in range(40)
+    ]
+    first = make_store(specs)
+    _, rows = _build(write_store(tmp_path / "a", first))
+    specs[7] = ("r7", "a different body about redis pools", "title 7", None, None, [], [])
+    second = make_store(specs)
+    analysed: list[int] = []
+    real = sib._gathered
+
+    def counting(view: object, groups: dict[str, list[int]], **kw: object) -> object:
+        analysed.append(len(groups))
+        return real(view, groups, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sib, "_gathered", counting)
+    path = write_store(tmp_path / "b", second)
+    got, _ = _build(path, rows)
+    assert analysed == [1]
+    monkeypatch.setattr(sib, "_gathered", real)
+    want, _ = _build(path)
+    assert got == want
+
+
+def test_index_and_rows_files_follow_the_snapshot(tmp_path: Path) -> None:
+    """build_search_index keeps the rows beside the index, reuses them, prunes old ones."""
+    specs = [(f"r{i}", f"lock retry {i}", f"t {i}", None, None, [], []) for i in range(12)]
+    write_store(tmp_path, make_store(specs))
+    built = si.build_search_index(tmp_path)
+    rows_file = sr.rows_path(built.path)
+    assert rows_file.is_file()
+    # A second build of another store (same snapshot name: the files are replaced).
+    specs[3] = ("r3", "pool exhausted", "t 3", None, None, [], [])
+    write_store(tmp_path, make_store(specs))
+    again = si.build_search_index(tmp_path)
+    fresh = si.build_search_index(tmp_path, reuse=False)
+    assert again.path.read_bytes() == fresh.path.read_bytes()
+    assert sorted(
+        p.suffix for p in built.path.parent.iterdir() if p.suffix in (".idx", ".rows")
+    ) == [
+        ".idx",
+        ".rows",
+    ]
+
+
+def test_a_damaged_rows_file_is_refused(tmp_path: Path) -> None:
+    specs = [(f"r{i}", f"lock retry {i}", f"t {i}", None, None, [], []) for i in range(8)]
+    _, rows = _build(write_store(tmp_path / "a", make_store(specs)))
+    good = tmp_path / "good.rows"
+    sr.write_rows(good, SNAP, si.INDEX_KEY, rows)
+    raw = good.read_bytes()
+    assert sr.read_rows(good, si.INDEX_KEY).records == 8
+    bad = tmp_path / "bad.rows"
+    for broken in (
+        raw[:100],
+        b"CCESRW01" + b"\xff" * 8,
+        raw.replace(b'"format": 1', b'"format": 9'),
+    ):
+        bad.write_bytes(broken)
+        with pytest.raises(sr.RowsError):
+            sr.read_rows(bad, si.INDEX_KEY)
+    with pytest.raises(sr.RowsError):
+        sr.read_rows(good, "another-key")
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_any_corruption_is_refused_or_still_adds_up(data: st.DataObject) -> None:
+    """Random byte flips: the reader refuses the file, or what it returns passes its
+    checks, and a splice over it never reads out of bounds."""
+    specs = [(f"r{i}", f"lock retry {i} pool", f"t {i}", None, None, [], []) for i in range(6)]
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        path = write_store(root / "a", make_store(specs))
+        _, rows = _build(path)
+        f = root / "x.rows"
+        sr.write_rows(f, SNAP, si.INDEX_KEY, rows)
+        raw = bytearray(f.read_bytes())
+        for _ in range(data.draw(st.integers(1, 4))):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] = data.draw(st.integers(0, 255))
+        f.write_bytes(bytes(raw))
+        try:
+            prev = sr.read_rows(f, si.INDEX_KEY)
+        except sr.RowsError:
+            return
+        _build(path, prev)  # no exception: every slice it takes is within its checks
