@@ -284,3 +284,32 @@ def test_bad_config_is_said_once_and_not_as_a_semantic_problem(
     # The store itself was still checked.
     assert lines[3] == "knowledge:"
     assert lines[4].startswith("  ok        contract cce.knowledge/v1")
+
+
+def test_allowed_signers_lines_that_pull_skips_are_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line for a key type cce does not verify is skipped by pull with a warning;
+    doctor lists it too, naming FILE:LINE, without running a pull."""
+    import base64
+    import struct
+
+    def string(b: bytes) -> bytes:
+        return struct.pack(">I", len(b)) + b
+
+    make_store(tmp_path)
+    sk = string(b"sk-ssh-ed25519@openssh.com") + string(b"k" * 32) + string(b"ssh:")
+    ed = string(b"ssh-ed25519") + string(b"e" * 32)
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(
+        f"kn sk-ssh-ed25519@openssh.com {base64.b64encode(sk).decode()}\n"
+        f"kn ssh-ed25519 {base64.b64encode(ed).decode()}\n"
+    )
+    (tmp_path / ".cce" / "config").write_text(
+        "knowledge:\n  sync:\n    allowed_signers: allowed_signers\n"
+    )
+    rc, out, err = run(tmp_path, capsys)
+    assert rc == 0, out + err
+    hits = [x for x in lines_of(out) if "allowed signers:" in x]
+    assert len(hits) == 1, out
+    assert "allowed_signers:1: skipped" in hits[0] and "sk-ssh-ed25519" in hits[0]

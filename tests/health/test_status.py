@@ -284,3 +284,21 @@ def test_docs_pages_show_the_real_help(
     monkeypatch.setenv("COLUMNS", "100")
     text = (REPO / "docs" / "cli" / page).read_text()
     assert f"```text\n{_help(*path)}\n```" in text
+
+
+def test_config_warnings_are_said_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cce_home: Path
+) -> None:
+    """status reads .cce/config like every command: a misspelt key is warned about on
+    stderr (naming file, line and key), and --json's stdout stays one JSON object."""
+    from cce_knowledge.config import settings as cfg
+
+    cfg._WARNED.clear()  # once per process: other tests may have warned the same line
+    make_store(tmp_path)
+    (tmp_path / ".cce" / "config").write_text("knowledge:\n  rankng: default\n")
+    rc, out, err = run(
+        ["knowledge", "status", "--dir", str(tmp_path), "--json", "--offline"], capsys
+    )
+    assert rc == 0, err
+    json.loads(out)
+    assert "warning: " in err and "config:2" in err and "rankng" in err

@@ -106,7 +106,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             offline=args.offline,
             remote_override=args.remote,
             timeout=args.timeout,
-            settings=load_settings(args.dir, warn=False),
+            settings=load_settings(args.dir),
         )
     except StoreError as e:
         raise StoreError(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cce_knowledge import KNOWLEDGE_SCHEMA
 from cce_knowledge.config.settings import Settings
-from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.errors import CceError, StoreError
 from cce_knowledge.core.hidden_text import Removed, scan
 from cce_knowledge.core.native import disabled
 from cce_knowledge.core.rustcompat import rs_lines, rs_trim_start
@@ -40,6 +40,7 @@ from cce_knowledge.store.vectors import vectors_path
 from cce_knowledge.sync.accelerator import native
 from cce_knowledge.sync.marker import read_marker_lenient
 from cce_knowledge.sync.parts_pull import part_store
+from cce_knowledge.sync.signing import load_allowed
 
 DOCTOR_FAILED = "doctor found definite corruption or config drift (see above)"
 
@@ -196,6 +197,7 @@ def _pulled_bytes_check(root: Path, r: Report) -> None:
 
 def _signature_check(root: Path, r: Report, settings: Settings) -> None:
     """Ours: who signed the pulled snapshot, and whether allowed signers accept it."""
+    _allowed_signers_check(root, r, settings)
     info = signature_info(root, read_marker_lenient(root), settings)
     if info is None:
         return
@@ -205,6 +207,21 @@ def _signature_check(root: Path, r: Report, settings: Settings) -> None:
         r.advisory(f"pulled snapshot {info.line()}")
     else:
         r.fail(f"pulled snapshot: {info.line()}")
+
+
+def _allowed_signers_check(root: Path, r: Report, settings: Settings) -> None:
+    """The configured allowed-signers file's lines that pull skips (key types cce does
+    not verify): listed, so a maintainer sees them without running a pull."""
+    configured = settings.knowledge.sync.allowed_signers
+    if not configured:
+        return
+    try:
+        allowed = load_allowed(root, None, configured)
+    except CceError as e:
+        r.fail(f"allowed signers: {e.message}")
+        return
+    for warning in allowed.skipped if allowed is not None else ():
+        r.advisory(f"allowed signers: {warning}")
 
 
 def _search_index_check(root: Path, store: KnowledgeStore, r: Report) -> None:

@@ -8,13 +8,14 @@ from a local remote reads parts without importing GitPython.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cce_knowledge.core.errors import SyncError
-from cce_knowledge.core.untrusted import read_regular
+from cce_knowledge.core.untrusted import open_regular
 from cce_knowledge.sync import keys as K
 from cce_knowledge.sync.parts import MAX_INDEX_BYTES, GitParts, PartStore, parse_index, rebuild
 from cce_knowledge.sync.remote import sync_home
@@ -53,9 +54,10 @@ def discard(path: Path) -> None:
         path.unlink()
 
 
-def remote_artifact(cache: GitCache, corpus_id: str, snapshot: str) -> bytes:
+def remote_artifact(cache: GitCache, corpus_id: str, snapshot: str) -> bytes | mmap.mmap:
     """A remote snapshot's `.cck` bytes for the push guard: the plain artifact when
-    published, else rebuilt from its parts."""
+    published, else rebuilt from its parts into a file that is mapped, not read (a
+    parted artifact can be gigabytes; the mapping outlives the deleted file)."""
     key = K.artifact_key(corpus_id, snapshot)
     pkey = K.parts_index_key(corpus_id, snapshot)
     if cache.has(key) or not cache.has(pkey):
@@ -65,7 +67,10 @@ def remote_artifact(cache: GitCache, corpus_id: str, snapshot: str) -> bytes:
         return cache.read_artifact(key)
     path = rebuild_to_file(pkey, index, cache.git_parts(corpus_id))
     try:
-        return read_regular(path)
+        with open_regular(path) as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise SyncError(f"cannot read the rebuilt {pkey}: {e}") from e
     finally:

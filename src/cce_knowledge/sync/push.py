@@ -188,7 +188,7 @@ def _guard(
     try:
         # Verified like a pull, but only record ids and content digests are kept.
         artifact = remote_artifact(cache, corpus_id, remote_snap)
-        remote = chunk_digests(artifact) or import_keyed_chunk_digests(key, artifact)
+        remote = chunk_digests(artifact) or import_keyed_chunk_digests(key, bytes(artifact))
         remote_manifest, remote_chunks = remote
     except CceError as e:
         raise SyncError(G.unverifiable(corpus_id, remote_snap, e.message, dry_run)) from e
