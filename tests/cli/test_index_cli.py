@@ -554,3 +554,27 @@ def test_a_record_over_the_size_limit_is_refused_by_line_without_a_traceback(
     # The limit is a flag: raised, the same feed indexes.
     rc = main(["knowledge", "index", str(big), "--dir", str(root), "--max-record-bytes", str(size)])
     assert rc == 0
+
+
+def test_no_search_index_leaves_it_to_the_first_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A publish-only builder skips the derived index: the same store, no index file,
+    and the first search builds it (saying so) and answers as usual."""
+    rc, out, err = run(capsys, str(CURATED), "--dir", str(tmp_path), "--no-search-index")
+    assert rc == 0, err
+    assert not SEARCH_LINE.search(err)
+    snap = read_current(tmp_path)
+    search = kdir(tmp_path) / "search"
+    assert not search.exists() or not any(p.suffix == ".idx" for p in search.iterdir())
+    other = tmp_path / "other"
+    assert run(capsys, str(CURATED), "--dir", str(other))[0] == 0
+    assert (kdir(tmp_path) / f"{snap}.json").read_bytes() == (
+        kdir(other) / f"{snap}.json"
+    ).read_bytes()
+    rc = main(["knowledge", "search", "rollback", "--dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "building the search index" in err
+    rc = main(["knowledge", "search", "rollback", "--dir", str(other), "--json"])
+    assert capsys.readouterr().out == out

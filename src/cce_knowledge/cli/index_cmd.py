@@ -72,8 +72,10 @@ write error or a kill leaves the previous store and `current` untouched.
 
 The derived search index (ROOT/.cce/knowledge/search/) is built from the new store
 under the same lock, so the first search needs no build; its time is reported on
-stderr. Progress goes to stderr too: a bar on a terminal, a line every few seconds
-otherwise; -q/--quiet silences both.
+stderr. It reuses what the previous build analysed for every record whose chunks are
+unchanged. --no-search-index skips it (a builder that only publishes: push never
+sends it; the first search on this root builds it). Progress goes to stderr too: a
+bar on a terminal, a line every few seconds otherwise; -q/--quiet silences both.
 
 With an embedding provider configured (knowledge.semantic in .cce/config, or
 CCE_EMBED_MODEL), the chunks that have no vector yet are then sent to it for
@@ -140,6 +142,13 @@ def register_knowledge(sub: Any) -> None:
         metavar="N",
         help="worker processes (default: the number of available CPUs)",
     )
+    p.add_argument(
+        "--no-search-index",
+        action="store_true",
+        help="leave the derived search index to the first search on this root: for a "
+        "builder that only publishes (push never sends it), the step then costs the "
+        "store's render only, in time, memory and disk",
+    )
     p.set_defaults(func=run)
 
 
@@ -164,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             redaction=args.redaction,
             max_record_bytes=args.max_record_bytes,
-            after_save=lambda snap: build_step(args.dir, snap),
+            after_save=None if args.no_search_index else lambda snap: build_step(args.dir, snap),
             chunk_policy=policy,
             on_bad_record=args.on_bad_record,
             incremental=not args.full,
