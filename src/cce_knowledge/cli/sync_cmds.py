@@ -144,9 +144,9 @@ def _pull(args: argparse.Namespace) -> int:
         snapshot=args.snapshot,
         force=args.force,
         remote=target.remote,
-        after_install=lambda snap: build_step(args.dir, snap),
+        after_install=None if args.no_search_index else lambda snap: build_step(args.dir, snap),
         allowed_signers=args.allowed_signers,
-        if_current=lambda snap: ensure_step(args.dir, snap),
+        if_current=None if args.no_search_index else lambda snap: ensure_step(args.dir, snap),
         reset_trust=args.reset_trust,
     )
     emit(args, Report(lambda: res.report, lambda: _pull_data(res)))
@@ -267,6 +267,13 @@ def register_knowledge(sub: Any) -> None:
         help="replace this root's rollback floor for the corpus with the snapshot pulled now "
         "(still verified under allowed signers): the recovery from an unusable or poisoned "
         "floor (docs/security.md)",
+    )
+    q.add_argument(
+        "--no-search-index",
+        action="store_true",
+        help="leave the derived search index to the first search on this root: a nightly "
+        "builder pulls only to index incrementally, and its index step builds it (or skips "
+        "it too)",
     )
     add_dir(q)
     add_json(q)
