@@ -38,6 +38,10 @@ _HELP = {
     "dry-run": "true: run everything up to the push, publish nothing",
     "force": "true: allow a shrinking or overwriting publish (skips the push guard)",
     "ask-suite": "cce.knowledge.ask/v1 suite that must pass before publishing",
+    "incremental": (
+        "true (default): pull the published store first so index reuses its chunks "
+        "(a first publish indexes in full)"
+    ),
     "allow-empty": "true: a feed with no records may replace the corpus (else the step fails)",
     "working-directory": "project root holding .cce/ (created if missing; default .)",
     "files": "paths or globs to validate, space-separated (default '**/*.jsonl **/*.manifest.json')",
