@@ -59,10 +59,11 @@ _ENV_ONLY = frozenset({"signing-key"})
 _STEP_HELP = {
     "run": (
         "extract → validate → index → shrink guard → ask gate → push, with outputs and summary",
-        "Run the Action's pipeline: optional extract, validate, index (with the\n"
-        "manifest when given), push --dry-run as the shrink guard, optional ask\n"
-        "gate, then push --skip-unchanged (an unchanged snapshot publishes nothing\n"
-        "unless --force).",
+        "Run the Action's pipeline: optional extract, validate, pull the published\n"
+        "store (with --incremental, the default, so index reuses its chunks), index\n"
+        "(with the manifest when given), push --dry-run as the shrink guard,\n"
+        "optional ask gate, then push --skip-unchanged (an unchanged snapshot\n"
+        "publishes nothing unless --force).",
     ),
     "validate": (
         "validate feeds, manifests and ask suites with file/line annotations",
@@ -71,8 +72,10 @@ _STEP_HELP = {
     ),
     "index": (
         "optional extract, validate and index a feed into the store",
-        "Optional extract, then validate and index the feed (with the manifest when\n"
-        "given) into <working-directory>/.cce/knowledge (the index sub-action).",
+        "Optional extract, then validate the feed, pull the published store when a\n"
+        "cache remote is known (--incremental, the default), and index the feed\n"
+        "(with the manifest when given) into <working-directory>/.cce/knowledge\n"
+        "(the index sub-action).",
     ),
     "guard": (
         "the shrink-guard dry-run: diff the store against the remote current",
