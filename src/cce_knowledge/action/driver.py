@@ -47,12 +47,15 @@ from cce_knowledge.action.state import RunState
 from cce_knowledge.action.summary import diff_section, render_summary
 from cce_knowledge.config.check import retention_problem
 from cce_knowledge.config.reader import config_path
+from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import CceError
 from cce_knowledge.core.rustcompat import rs_is_blank
 from cce_knowledge.core.secrets import EMBED_API_KEY_ENV
 from cce_knowledge.core.secrets import scrub as scrub_forms
 from cce_knowledge.core.secrets import secret_forms as key_forms
 from cce_knowledge.store import snapshots
+from cce_knowledge.store.chunkmap import adopt_map, export_map
 from cce_knowledge.store.view import open_view
 from cce_knowledge.sync.remote import secret_forms
 
@@ -251,7 +254,6 @@ class Driver:
         key_text, path = self.inputs.get("signing-key", ""), self.inp("allowed-signers")
         if not key_text.strip() or not path:
             return
-        from cce_knowledge.core.errors import CceError
         from cce_knowledge.sync import sshsig
         from cce_knowledge.sync.signing import load_allowed, load_signing_key
 
@@ -442,9 +444,6 @@ class Driver:
     def _remote_known(self) -> bool:
         if self.inp("remote"):
             return True
-        from cce_knowledge.config.settings import load_settings
-        from cce_knowledge.core.errors import CceError
-
         try:
             s = load_settings(self.root)
         except CceError:
@@ -484,8 +483,6 @@ class Driver:
                 "the cache entry was evicted)"
             )
             return
-        from cce_knowledge.store.chunkmap import adopt_map
-
         why_not = adopt_map(self.root, data)
         if why_not is not None:
             self._full_index(why_not, warn=True)
@@ -501,8 +498,6 @@ class Driver:
         maps = self.env.get(CHUNK_MAPS_ENV, "").strip()
         if not maps or not self.state.snapshot:
             return
-        from cce_knowledge.store.chunkmap import export_map
-
         keep = dict(self.kept_maps)
         if (data := export_map(self.root, self.state.snapshot)) is not None:
             keep[self.state.snapshot] = data
