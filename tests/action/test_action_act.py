@@ -18,12 +18,14 @@ Each test gets its own HOME, CCE_HOME, act cache and workspace copy.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,8 @@ CORPUS = "shop-knowledge"
 EXAMPLE_REMOTE = "https://github.com/acme/cce-cache.git"
 TOKEN = "cce-test-token-5f3a9c1e"
 SOURCE_TOKEN = "ghs-source-token-77d01b"
+
+_RUN_IDS = itertools.count(time.time_ns() // 1000)
 
 pytestmark = [
     pytest.mark.slow,
@@ -275,6 +279,10 @@ class Harness:
             f"CCE_TEST_OUT={self.out}",
             "--env",
             f"CCE_TEST_ARTIFACTS={self.tmp / 'artifacts'}",
+            # A run id of its own, as on GitHub (act's default is always 1): the
+            # Action's cache keys name the run.
+            "--env",
+            f"GITHUB_RUN_ID={next(_RUN_IDS)}",
         ]
         for k in (
             "HOME",
@@ -861,6 +869,57 @@ def test_consumer_refresh_caller_as_shipped(h: Harness) -> None:
     assert f"snapshot : {seeded}" in run.log or seeded in run.log
     assert "Lock accounts after five failed login attempts" in run.log
     assert TOKEN not in run.log
+
+
+def test_consumer_refresh_keeps_the_part_store_in_the_cache(h: Harness) -> None:
+    """consumer-refresh.yml as shipped, on runners that start without $CCE_HOME: the
+    parts a refresh fetched come back from the Actions cache on the next one, saved
+    once per snapshot."""
+    from tests.helpers.nightly_feed import write_feed
+
+    wf = h.shipped("consumer-refresh.yml")
+    h.make_repo([wf])
+    corpus, prefix = "internal-tickets", "cce-knowledge-parts-v1:internal-tickets:"
+    seed = h.tmp / "seed"
+
+    def publish(changed: frozenset[int]) -> str:
+        (seed / ".cce").mkdir(parents=True, exist_ok=True)
+        (seed / ".cce" / "config").write_text("knowledge:\n  sync:\n    parts: always\n")
+        write_feed(h.tmp / "feed.jsonl", 120, changed)
+        p = h.cce("knowledge", "index", str(h.tmp / "feed.jsonl"), "--dir", str(seed))
+        assert p.returncode == 0, p.stderr
+        p = h.cce("knowledge", "push", "--corpus", corpus, "--remote", h.remote, "--dir", str(seed))
+        assert p.returncode == 0, p.stdout + p.stderr
+        return (seed / ".cce" / "knowledge" / "current").read_text().strip()
+
+    def parts_kept() -> set[str]:
+        d = h.cce_home / "sync" / "parts"
+        return {p.name for p in d.glob("??/*")} if d.is_dir() else set()
+
+    snap1 = publish(frozenset())
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"Cache saved with key: {prefix}{snap1}" in run.log
+    first = parts_kept()
+    assert first, "the pull keeps the parts it fetched"
+
+    # A new runner (no $CCE_HOME), same snapshot: the parts come back, nothing is saved.
+    shutil.rmtree(h.cce_home)
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"Cache restored from key: {prefix}{snap1}" in run.log
+    assert "Cache saved with key" not in run.log
+    assert parts_kept() == first
+
+    # A new snapshot: the last entry is restored, the new parts saved under the new key.
+    snap2 = publish(frozenset({5}))
+    shutil.rmtree(h.cce_home)
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"Cache restored from key: {prefix}{snap1}" in run.log
+    assert f"Cache saved with key: {prefix}{snap2}" in run.log
+    assert f"snapshot : {snap2}" in run.log or snap2 in run.log
+    assert 0 < len(parts_kept() - first) < len(first)
 
 
 # ------------------------------------------------------------------ release
