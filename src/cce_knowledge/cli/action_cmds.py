@@ -58,7 +58,7 @@ _ENV_ONLY = frozenset({"signing-key"})
 
 _STEP_HELP = {
     "run": (
-        "extract → validate → index → shrink guard → ask gate → push, with outputs and summary",
+        "extract → validate → pull → index → shrink guard → ask gate → push, with outputs and summary",
         "Run the Action's pipeline: optional extract, validate, pull the published\n"
         "store (with --incremental, the default, so index reuses its chunks), index\n"
         "(with the manifest when given), push --dry-run as the shrink guard,\n"
