@@ -231,20 +231,8 @@ def export_map(root: str | os.PathLike[str], snapshot: str) -> bytes | None:
     return json.dumps(head, sort_keys=True).encode() + b"\n" + rows
 
 
-def adopt_map(root: str | os.PathLike[str], data: bytes) -> str | None:
-    """Install `data` (an `export_map` file from an untrusted cache) as the chunk map of
-    the current store; None when done, else why not (a phrase for `full index: …`).
-
-    Adopted only when it describes the current snapshot and a store of exactly these
-    bytes (size and SHA-256), its rows are whole and their spans lie inside the store's
-    body. `index` then checks it like any map (settings, spans) before it copies a byte.
-    """
-    try:
-        snapshot = read_current(root)
-    except (OSError, UnicodeDecodeError):
-        return "no readable `current`"
-    if not SNAPSHOT_RE.fullmatch(snapshot):
-        return "`current` names no snapshot"
+def _exported(data: bytes, snapshot: str) -> tuple[dict[str, Any], bytes] | str:
+    """(header, rows) of an exported map of `snapshot` whose rows are whole, else why not."""
     end = data.find(b"\n", 0, _HEADER_MAX)
     try:
         head = json.loads(data[:end]) if end > 0 else None
@@ -263,6 +251,33 @@ def adopt_map(root: str | os.PathLike[str], data: bytes) -> str | None:
         or len(rows) != records * ROW.size
     ):
         return "the cached chunk map is corrupt"
+    return head, rows
+
+
+def _spans_inside(rows: bytes, body: int) -> bool:
+    return body >= 0 and all(
+        off <= body and length <= body - off for _d, off, length, _n in ROW.iter_unpack(rows)
+    )
+
+
+def adopt_map(root: str | os.PathLike[str], data: bytes) -> str | None:
+    """Install `data` (an `export_map` file from an untrusted cache) as the chunk map of
+    the current store; None when done, else why not (a phrase for `full index: …`).
+
+    Adopted only when it describes the current snapshot and a store of exactly these
+    bytes (size and SHA-256), its rows are whole and their spans lie inside the store's
+    body. `index` then checks it like any map (settings, spans) before it copies a byte.
+    """
+    try:
+        snapshot = read_current(root)
+    except (OSError, UnicodeDecodeError):
+        return "no readable `current`"
+    if not SNAPSHOT_RE.fullmatch(snapshot):
+        return "`current` names no snapshot"
+    got = _exported(data, snapshot)
+    if isinstance(got, str):
+        return got
+    head, rows = got
     store = store_path(root, snapshot)
     try:
         st = os.stat(store)
@@ -270,10 +285,8 @@ def adopt_map(root: str | os.PathLike[str], data: bytes) -> str | None:
             return f"the cached chunk map was made for other bytes of snapshot {snapshot}"
     except OSError as e:
         return f"the store of snapshot {snapshot} is unreadable ({e})"
-    body = st.st_size - body_start
-    for _digest, off, length, _n in ROW.iter_unpack(rows):
-        if body < 0 or off > body or length > body - off:
-            return "the cached chunk map is corrupt"
+    if not _spans_inside(rows, st.st_size - head["body_start"]):
+        return "the cached chunk map is corrupt"
     head = {k: v for k, v in head.items() if k != "store_sha256"}
     head.update(schema=SCHEMA, store_mtime_ns=st.st_mtime_ns)
     line = json.dumps(head, sort_keys=True).encode() + b"\n"
