@@ -18,12 +18,14 @@ Each test gets its own HOME, CCE_HOME, act cache and workspace copy.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,8 @@ CORPUS = "shop-knowledge"
 EXAMPLE_REMOTE = "https://github.com/acme/cce-cache.git"
 TOKEN = "cce-test-token-5f3a9c1e"
 SOURCE_TOKEN = "ghs-source-token-77d01b"
+
+_RUN_IDS = itertools.count(time.time_ns() // 1000)
 
 pytestmark = [
     pytest.mark.slow,
@@ -275,6 +279,10 @@ class Harness:
             f"CCE_TEST_OUT={self.out}",
             "--env",
             f"CCE_TEST_ARTIFACTS={self.tmp / 'artifacts'}",
+            # A run id of its own, as on GitHub (act's default is always 1): the
+            # Action's cache keys name the run.
+            "--env",
+            f"GITHUB_RUN_ID={next(_RUN_IDS)}",
         ]
         for k in (
             "HOME",
@@ -523,6 +531,103 @@ def test_reusable_workflow_runs_end_to_end(h: Harness) -> None:
     assert (dev / ".cce" / "knowledge" / "current").read_text().strip() == o["snapshot"]
 
 
+def _objects(bare: Path, env: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """Every object in the cache repository: id → (type, size)."""
+    out = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype) %(objectsize)"],
+        cwd=bare, env=env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return {o: (t, int(n)) for o, t, n in (ln.split() for ln in out.splitlines())}
+
+
+def _lfs_bytes(bare: Path) -> int:
+    return sum(p.stat().st_size for p in (bare / "lfs" / "objects").rglob("*") if p.is_file())
+
+
+def test_nightly_builder_publishes_two_nights_incrementally(h: Harness) -> None:
+    """Two nights of the reusable workflow on empty runners, with the Actions cache
+    kept between them (the stand-in's directory): the first indexes in full and says
+    so; the second pulls the published store, adopts the chunk map the first kept,
+    indexes incrementally, and adds to the cache repository only the parts holding
+    the changed records (plus the index, pointer and commit objects)."""
+    from tests.helpers.nightly_feed import write_feed
+
+    h.make_repo(
+        [
+            ROOT / ".github" / "workflows" / "cce-knowledge-build.yml",
+            ACT_DIR / "workflows" / "call-reusable.yml",
+        ]
+    )
+    # Parts at any size (the feed is small); `always` still publishes the plain `.cck`
+    # below 32 MiB for the reference engine (docs/cache.md), a git-LFS object.
+    (h.repo / ".cce").mkdir()
+    (h.repo / ".cce" / "config").write_text("knowledge:\n  sync:\n    parts: always\n")
+    feed = h.repo / "fixtures" / "nightly.jsonl"
+    write_feed(feed, 300)
+    h.git("add", "-A")
+    h.git("commit", "-q", "-m", "night 1 feed")
+    inputs = {
+        "remote": h.remote,
+        "corpus": CORPUS,
+        "feed": "fixtures/nightly.jsonl",
+        "ask-suite": "",
+    }
+
+    run1 = h.act("call-reusable.yml", inputs)
+    assert run1.rc == 0, run1.log[-8000:]
+    assert run1.outputs["published"] == "true"
+    assert "note: full index: nothing is published yet" in run1.log
+    snap1 = run1.outputs["snapshot"]
+    objs1, lfs1 = _objects(h.bare, h.env), _lfs_bytes(h.bare)
+    parts_prefix = f"knowledge/v1/{CORPUS}/parts/"
+    tree1 = h.git("ls-tree", "-r", "HEAD", cwd=h.bare)
+    parts1 = {
+        ln.split()[2] for ln in tree1.splitlines() if ln.split("\t")[1].startswith(parts_prefix)
+    }
+    assert len(parts1) >= 8, "the test's corpus should span several parts"
+
+    # Night 2: three records edited, scattered across the feed.
+    write_feed(feed, 300, frozenset({7, 150, 290}))
+    h.git("commit", "-q", "-am", "night 2 feed")
+    run2 = h.act("call-reusable.yml", inputs)
+    assert run2.rc == 0, run2.log[-8000:]
+    assert run2.outputs["published"] == "true"
+    snap2 = run2.outputs["snapshot"]
+    assert snap2 != snap1
+    assert "full index" not in run2.log, run2.log[-8000:]
+    assert f"chunk map of snapshot {snap1} restored from the CI cache" in run2.log
+    assert "$ cce knowledge pull" in run2.log
+
+    objs2, lfs2 = _objects(h.bare, h.env), _lfs_bytes(h.bare)
+    added = {o: objs2[o] for o in objs2.keys() - objs1.keys()}
+    tree2 = {
+        ln.split()[2]: ln.split("\t")[1]
+        for ln in h.git("ls-tree", "-r", "HEAD", cwd=h.bare).splitlines()
+    }
+    new_parts = {
+        o
+        for o, (t, _) in added.items()
+        if t == "blob" and tree2.get(o, "").startswith(parts_prefix)
+    }
+    other_blobs = {o: n for o, (t, n) in added.items() if t == "blob" and o not in new_parts}
+    # Each edit changes the part holding it (and, when a cut moves, its neighbour),
+    # and the manifest line's part: at most 2 a record and 1; the rest are reused.
+    assert 1 <= len(new_parts) <= 2 * 3 + 1, sorted(tree2.get(o) for o in new_parts)
+    assert len(new_parts) * 2 < len(parts1)
+    # Every other new blob is small metadata (parts index, pointer, corpus.json,
+    # statement, the plain .cck's LFS pointer): no whole artifact in git.
+    for o, n in other_blobs.items():
+        assert n < 16_384, (tree2.get(o), n)
+    bytes1 = sum(n for _, n in objs1.values())
+    bytes2 = sum(n for _, n in added.values())
+    assert bytes2 * 5 < bytes1, (bytes1, bytes2)
+    print(
+        f"\ncache repository objects: night 1 {len(objs1)} ({bytes1} B), night 2 added "
+        f"{len(added)} ({bytes2} B: {len(new_parts)} of {len(parts1)} parts); "
+        f"LFS (the plain .cck kept for the reference engine): {lfs1} B, then +{lfs2 - lfs1} B"
+    )
+
+
 def test_extract_from_github_then_publish(h: Harness) -> None:
     """The extract step: issues from a local GitHub REST server become the corpus; the
     source token reaches the API and nothing else, the cache token never reaches it."""
@@ -764,6 +869,57 @@ def test_consumer_refresh_caller_as_shipped(h: Harness) -> None:
     assert f"snapshot : {seeded}" in run.log or seeded in run.log
     assert "Lock accounts after five failed login attempts" in run.log
     assert TOKEN not in run.log
+
+
+def test_consumer_refresh_keeps_the_part_store_in_the_cache(h: Harness) -> None:
+    """consumer-refresh.yml as shipped, on runners that start without $CCE_HOME: the
+    parts a refresh fetched come back from the Actions cache on the next one, saved
+    once per snapshot."""
+    from tests.helpers.nightly_feed import write_feed
+
+    wf = h.shipped("consumer-refresh.yml")
+    h.make_repo([wf])
+    corpus, prefix = "internal-tickets", "cce-knowledge-parts-v1:internal-tickets:"
+    seed = h.tmp / "seed"
+
+    def publish(changed: frozenset[int]) -> str:
+        (seed / ".cce").mkdir(parents=True, exist_ok=True)
+        (seed / ".cce" / "config").write_text("knowledge:\n  sync:\n    parts: always\n")
+        write_feed(h.tmp / "feed.jsonl", 120, changed)
+        p = h.cce("knowledge", "index", str(h.tmp / "feed.jsonl"), "--dir", str(seed))
+        assert p.returncode == 0, p.stderr
+        p = h.cce("knowledge", "push", "--corpus", corpus, "--remote", h.remote, "--dir", str(seed))
+        assert p.returncode == 0, p.stdout + p.stderr
+        return (seed / ".cce" / "knowledge" / "current").read_text().strip()
+
+    def parts_kept() -> set[str]:
+        d = h.cce_home / "sync" / "parts"
+        return {p.name for p in d.glob("??/*")} if d.is_dir() else set()
+
+    snap1 = publish(frozenset())
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"Cache saved with key: {prefix}{snap1}" in run.log
+    first = parts_kept()
+    assert first, "the pull keeps the parts it fetched"
+
+    # A new runner (no $CCE_HOME), same snapshot: the parts come back, nothing is saved.
+    shutil.rmtree(h.cce_home)
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"Cache restored from key: {prefix}{snap1}" in run.log
+    assert "Cache saved with key" not in run.log
+    assert parts_kept() == first
+
+    # A new snapshot: the last entry is restored, the new parts saved under the new key.
+    snap2 = publish(frozenset({5}))
+    shutil.rmtree(h.cce_home)
+    run = h.act("consumer-refresh.yml", {})
+    assert run.rc == 0, run.log[-8000:]
+    assert f"Cache restored from key: {prefix}{snap1}" in run.log
+    assert f"Cache saved with key: {prefix}{snap2}" in run.log
+    assert f"snapshot : {snap2}" in run.log or snap2 in run.log
+    assert 0 < len(parts_kept() - first) < len(first)
 
 
 # ------------------------------------------------------------------ release

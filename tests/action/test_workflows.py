@@ -45,6 +45,7 @@ EXPECTED_INPUTS = {
     "force",
     "ask-suite",
     "allow-empty",
+    "incremental",
     "semantic-url",
     "semantic-model",
     "signing-key",
@@ -157,8 +158,20 @@ def test_workflows_default_to_read_only_permissions(path: Path) -> None:
     "path", [p for p in ALL_WORKFLOWS if p.name != "release.yml"], ids=lambda p: p.name
 )
 def test_feed_is_never_uploaded_or_cached(path: Path) -> None:
+    """No workflow uploads anything, and one caches only the consumer's part store (the
+    builder's chunk maps are cached by action.yml, under $RUNNER_TEMP): never a feed."""
     text = path.read_text()
-    assert "upload-artifact" not in text and "actions/cache" not in text
+    assert "upload-artifact" not in text
+    doc = _load(path)
+    for job in doc.get("jobs", {}).values():
+        ids = {s.get("id"): s for s in job.get("steps", [])}
+        for s in job.get("steps", []):
+            if not str(s.get("uses", "")).startswith("actions/cache"):
+                continue
+            assert path.name == "consumer-refresh.yml", f"{path.name} caches {s}"
+            assert s["with"]["path"] == "${{ steps.parts.outputs.dir }}"
+            assert '"${CCE_HOME:-$HOME/.cce}/sync/parts"' in ids["parts"]["run"]
+    assert "actions/cache" not in text or path.name == "consumer-refresh.yml"
 
 
 def test_reusable_workflow_shape() -> None:
@@ -369,12 +382,47 @@ def test_sub_action_matches_the_driver_interface(step: str) -> None:
     for name, spec in doc["outputs"].items():
         assert spec.get("description"), f"{step}: output {name}"
         assert spec["value"] == f"${{{{ steps.run.outputs.{name} }}}}"
-    (run_step,) = doc["runs"]["steps"]
-    assert run_step["id"] == "run"
-    assert run_step["env"] == {
-        action_driver.env_name(n): f"${{{{ inputs.{n} }}}}" for n in STEP_INPUTS[step]
-    }
+    steps = doc["runs"]["steps"]
+    (run_step,) = [s for s in steps if s.get("id") == "run"]
+    env = {k: v for k, v in run_step["env"].items() if k != ac_maps_env()}
+    assert env == {action_driver.env_name(n): f"${{{{ inputs.{n} }}}}" for n in STEP_INPUTS[step]}
     assert run_step["run"] == f'bash "$GITHUB_ACTION_PATH/../setup/cce-step" {step}'
+    # Only `index` has more: the chunk maps' cache around the driver step.
+    if step == "index":
+        assert_chunk_map_cache(steps)
+    else:
+        assert steps == [run_step]
+
+
+def ac_maps_env() -> str:
+    return action_driver.CHUNK_MAPS_ENV
+
+
+def assert_chunk_map_cache(steps: list[dict[str, Any]]) -> None:
+    """The chunk maps' actions/cache around the driver step (root action.yml, index/):
+    restored before it, saved after it, under $RUNNER_TEMP (never the feed), keyed by
+    corpus with a per-run key, skipped with `incremental: false`."""
+    ids = [s.get("id") or s.get("uses", "").split("@")[0] for s in steps]
+    at = ids.index("run")
+    restore, save = steps[at - 1], steps[at + 1]
+    assert restore["uses"].startswith("actions/cache/restore@")
+    assert save["uses"].startswith("actions/cache/save@")
+    assert steps[at - 2]["id"] == "maps"
+    for s in (steps[at - 2], restore, save):
+        assert s["if"].startswith("inputs.incremental != 'false'")
+    assert restore["with"] == {
+        "path": "${{ steps.maps.outputs.dir }}",
+        "key": "${{ steps.maps.outputs.key }}",
+        "restore-keys": "${{ steps.maps.outputs.prefix }}",
+    }
+    assert save["with"] == {
+        "path": "${{ steps.maps.outputs.dir }}",
+        "key": "${{ steps.maps.outputs.key }}",
+    }
+    script = steps[at - 2]["run"]
+    assert '"$RUNNER_TEMP/cce-knowledge-chunk-maps"' in script
+    assert 'prefix="cce-knowledge-chunk-maps-v1:${CORPUS:-default}:"' in script
+    assert steps[at]["env"][action_driver.CHUNK_MAPS_ENV] == "${{ steps.maps.outputs.dir }}"
 
 
 def test_setup_action_shape() -> None:
@@ -396,7 +444,9 @@ def test_root_action_installs_and_caches_like_setup() -> None:
     root = [s for s in _load(ACTION)["runs"]["steps"]]
     setup = _load(ROOT / "setup" / "action.yml")["runs"]["steps"]
     uses = lambda steps: [s["uses"] for s in steps if "uses" in s and "cache" in s["uses"]]  # noqa: E731
-    assert uses(root) == uses(setup)
+    at = [s.get("id") for s in root].index("maps")
+    assert uses(root[:at]) == uses(setup)
+    assert_chunk_map_cache(root)
     scripts = "\n".join(_run_scripts({"s": root}))
     assert '"$ACTION_PATH/setup/install.py" key' in scripts
     assert '"$ACTION_PATH/setup/install.py" install' in scripts

@@ -6,9 +6,9 @@ shell). The driver composes the same `cce` commands a person would run, reads th
 `--json` reports (never their human text), and is the one place that turns those
 reports into step outputs, annotations and the job summary.
 
-`run` (the all-in-one root Action) is extract → validate → index → push --dry-run (the
-shrink guard) → ask gate → push --skip-unchanged; each sub-action runs its own slice
-of the same steps.
+`run` (the all-in-one root Action) is extract → validate → pull the published store →
+index (incremental) → push --dry-run (the shrink guard) → ask gate → push
+--skip-unchanged; each sub-action runs its own slice of the same steps.
 
 Each child process gets only the token it needs: the source token (as GITHUB_TOKEN)
 reaches `extract` alone, the cache token (as CCE_SYNC_TOKEN) reaches push/pull alone.
@@ -27,6 +27,8 @@ import json
 import os
 import re
 import shlex
+import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -45,12 +47,15 @@ from cce_knowledge.action.state import RunState
 from cce_knowledge.action.summary import diff_section, render_summary
 from cce_knowledge.config.check import retention_problem
 from cce_knowledge.config.reader import config_path
+from cce_knowledge.config.settings import load_settings
 from cce_knowledge.core.atomic import atomic_write
+from cce_knowledge.core.errors import CceError
 from cce_knowledge.core.rustcompat import rs_is_blank
 from cce_knowledge.core.secrets import EMBED_API_KEY_ENV
 from cce_knowledge.core.secrets import scrub as scrub_forms
 from cce_knowledge.core.secrets import secret_forms as key_forms
 from cce_knowledge.store import snapshots
+from cce_knowledge.store.chunkmap import adopt_map, export_map
 from cce_knowledge.store.view import open_view
 from cce_knowledge.sync.remote import secret_forms
 
@@ -62,6 +67,13 @@ _ARGPARSE_ERROR = re.compile(r"^\S.*?: error: .*$", re.M)
 #: The validate sub-action's default: every feed, suite and manifest in the tree.
 DEFAULT_VALIDATE_FILES = "**/*.jsonl **/*.manifest.json"
 _SKIPPED_DIRS = frozenset({"node_modules", "vendor"})
+#: Set by action.yml (root and index/): the directory the workflow's actions/cache
+#: restores before the step and saves after it, holding the builder's chunk maps.
+CHUNK_MAPS_ENV = "CCE_ACTION_CHUNK_MAPS"
+#: A cached chunk map is 36 bytes a record: 1 GiB is ~30M records, far past any corpus.
+_MAX_CACHED_MAP = 1 << 30
+#: `cce knowledge pull`'s words when there is nothing to pull yet (a first publish).
+_NOTHING_PUBLISHED = ("has anything been pushed", "holds no corpus yet", "is not in the cache")
 
 
 def env_name(inp: str) -> str:
@@ -161,6 +173,8 @@ class Driver:
         if env.get(EMBED_API_KEY_ENV):
             self.secrets += key_forms(env[EMBED_API_KEY_ENV])
         self.root = "."
+        #: chunk maps to keep in the CI cache for the next run (snapshot → bytes)
+        self.kept_maps: dict[str, bytes] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def inp(self, name: str) -> str:
@@ -240,7 +254,6 @@ class Driver:
         key_text, path = self.inputs.get("signing-key", ""), self.inp("allowed-signers")
         if not key_text.strip() or not path:
             return
-        from cce_knowledge.core.errors import CceError
         from cce_knowledge.sync import sshsig
         from cce_knowledge.sync.signing import load_allowed, load_signing_key
 
@@ -412,7 +425,94 @@ class Driver:
             raise StepFailed(f"feed not found: {feed} (relative to working-directory {wd})")
         self.state.feed = feed
         self.step_validate_feed(feed)
+        if self._bool("incremental", True):
+            self.step_previous_store()
         self.step_index(feed, manifest)
+        self.save_chunk_maps()
+
+    def _full_index(self, why: str, *, warn: bool = False) -> None:
+        """Say why this run's index is a full one (the log, the summary; a warning
+        annotation when something is wrong rather than merely absent)."""
+        note = f"full index: {why}"
+        if warn:
+            self.warn(note)
+        else:
+            self.state.notes.append(note)
+            with actions.stop_commands():
+                print(f"note: {note}", flush=True)
+
+    def _remote_known(self) -> bool:
+        if self.inp("remote"):
+            return True
+        try:
+            s = load_settings(self.root)
+        except CceError:
+            return False  # index reports a broken config with its own error
+        return bool(s.knowledge.sync.remote or s.sync.remote)
+
+    def step_previous_store(self) -> None:
+        """A CI runner starts empty: install the corpus's published snapshot (the normal
+        `pull`, every check included) so that `index` copies the chunks of every record
+        whose line is unchanged, then adopt that store's chunk map from the CI cache.
+        Anything missing (a first publish, an unreachable cache, an evicted map) only
+        makes the index a full one, and says so."""
+        if not self._remote_known():
+            self._full_index("no cache remote to pull the published store from")
+            return
+        args = ["knowledge", "pull", "--dir", self.root, "--json"]
+        for flag, name in (("--corpus", "corpus"), ("--remote", "remote")):
+            if v := self.inp(name):
+                args += [flag, v]
+        proc = self.cce("previous store (pull)", args, self._cache_env())
+        if proc.returncode != 0:
+            why = err_text(proc)
+            if any(s in why for s in _NOTHING_PUBLISHED):
+                self._full_index(f"nothing is published yet ({why})")
+            else:
+                self._full_index(f"the published store could not be installed: {why}", warn=True)
+            return
+        doc = _json_or_none(proc.stdout)
+        snapshot = str(doc.get("snapshot") or "") if isinstance(doc, dict) else ""
+        maps = self.env.get(CHUNK_MAPS_ENV, "").strip()
+        if not maps or not snapshot:
+            return  # index says why it is full, when it is
+        data = _read_cached_map(Path(maps) / f"{snapshot}.map")
+        if data is None:
+            self._full_index(
+                f"the CI cache holds no chunk map of snapshot {snapshot} (a first run, or "
+                "the cache entry was evicted)"
+            )
+            return
+        why_not = adopt_map(self.root, data)
+        if why_not is not None:
+            self._full_index(why_not, warn=True)
+            return
+        self.kept_maps[snapshot] = data
+        with actions.stop_commands():
+            print(f"chunk map of snapshot {snapshot} restored from the CI cache", flush=True)
+
+    def save_chunk_maps(self) -> None:
+        """Leave in the CI cache directory the chunk maps the next run may need: the
+        new store's, and the published one's (the next run pulls it again when this
+        snapshot is not published). Everything else there is dropped."""
+        maps = self.env.get(CHUNK_MAPS_ENV, "").strip()
+        if not maps or not self.state.snapshot:
+            return
+        keep = dict(self.kept_maps)
+        if (data := export_map(self.root, self.state.snapshot)) is not None:
+            keep[self.state.snapshot] = data
+        dest = Path(maps)
+        tmp = dest.with_name(dest.name + ".new")
+        try:
+            _remove(tmp)
+            tmp.mkdir(parents=True)
+            for snap, blob in sorted(keep.items()):
+                (tmp / f"{snap}.map").write_bytes(blob)
+            _remove(dest)
+            os.replace(tmp, dest)
+        except OSError as e:
+            # The cache is an optimisation: the next run indexes in full.
+            self.warn(f"could not keep the chunk maps for the next run: {e}")
 
     def step_extract(self, extract: str, feed: str, manifest: str) -> None:
         try:
@@ -659,6 +759,27 @@ def _announce(level: str, message: str) -> None:
     print(actions.annotation(level, message, title="cce-knowledge"), flush=True)
     with actions.stop_commands(sys.stderr):
         print(f"{level}: {message}", file=sys.stderr, flush=True)
+
+
+def _read_cached_map(path: Path) -> bytes | None:
+    """A regular file restored by the CI cache (never through a symlink), bounded."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(_MAX_CACHED_MAP + 1)
+    return data if len(data) <= _MAX_CACHED_MAP else None
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, symlink (not its target) or directory tree; absent is fine."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 def _feed_is_empty(feed: str) -> bool:

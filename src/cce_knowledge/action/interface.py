@@ -17,6 +17,7 @@ INPUTS = (
     "force",
     "ask-suite",
     "allow-empty",
+    "incremental",
     "semantic-url",
     "semantic-model",
     "signing-key",
@@ -48,6 +49,10 @@ STEP_INPUTS: dict[str, tuple[str, ...]] = {
         "allow-empty",
         "semantic-url",
         "semantic-model",
+        "incremental",
+        "corpus",
+        "remote",
+        "cache-token",
         "working-directory",
     ),
     "guard": (

@@ -38,6 +38,10 @@ _HELP = {
     "dry-run": "true: run everything up to the push, publish nothing",
     "force": "true: allow a shrinking or overwriting publish (skips the push guard)",
     "ask-suite": "cce.knowledge.ask/v1 suite that must pass before publishing",
+    "incremental": (
+        "true (default): pull the published store first so index reuses its chunks "
+        "(a first publish indexes in full)"
+    ),
     "allow-empty": "true: a feed with no records may replace the corpus (else the step fails)",
     "working-directory": "project root holding .cce/ (created if missing; default .)",
     "files": "paths or globs to validate, space-separated (default '**/*.jsonl **/*.manifest.json')",
@@ -54,11 +58,12 @@ _ENV_ONLY = frozenset({"signing-key"})
 
 _STEP_HELP = {
     "run": (
-        "extract → validate → index → shrink guard → ask gate → push, with outputs and summary",
-        "Run the Action's pipeline: optional extract, validate, index (with the\n"
-        "manifest when given), push --dry-run as the shrink guard, optional ask\n"
-        "gate, then push --skip-unchanged (an unchanged snapshot publishes nothing\n"
-        "unless --force).",
+        "extract → validate → pull → index → shrink guard → ask gate → push, with outputs and summary",
+        "Run the Action's pipeline: optional extract, validate, pull the published\n"
+        "store (with --incremental, the default, so index reuses its chunks), index\n"
+        "(with the manifest when given), push --dry-run as the shrink guard,\n"
+        "optional ask gate, then push --skip-unchanged (an unchanged snapshot\n"
+        "publishes nothing unless --force).",
     ),
     "validate": (
         "validate feeds, manifests and ask suites with file/line annotations",
@@ -67,8 +72,10 @@ _STEP_HELP = {
     ),
     "index": (
         "optional extract, validate and index a feed into the store",
-        "Optional extract, then validate and index the feed (with the manifest when\n"
-        "given) into <working-directory>/.cce/knowledge (the index sub-action).",
+        "Optional extract, then validate the feed, pull the published store when a\n"
+        "cache remote is known (--incremental, the default), and index the feed\n"
+        "(with the manifest when given) into <working-directory>/.cce/knowledge\n"
+        "(the index sub-action).",
     ),
     "guard": (
         "the shrink-guard dry-run: diff the store against the remote current",

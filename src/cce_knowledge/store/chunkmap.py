@@ -187,3 +187,112 @@ def load_map(root: str | os.PathLike[str], settings: str) -> ChunkMap | str:
         return f"the chunk map of snapshot {snapshot} is corrupt"
     order = np.argsort(rows["h1"], kind="stable")
     return ChunkMap(snapshot, store, body_start, data, rows, order)
+
+
+# ------------------------------------------------------------- a map kept in a CI cache
+#
+# A CI runner starts empty: the nightly builder pulls the published store (its bytes
+# verified by `pull`) and keeps its chunk map in the CI's own cache. A pulled store is
+# a new file, so the map's size-and-mtime pin cannot hold; an exported map names the
+# store's SHA-256 instead, and is adopted only for a store with exactly those bytes.
+
+_EXPORT_SCHEMA = SCHEMA + "+export"
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export_map(root: str | os.PathLike[str], snapshot: str) -> bytes | None:
+    """The map of `snapshot` as a self-contained file for a CI cache (the store's
+    SHA-256 in place of its mtime), or None when the store has no valid map."""
+    store = store_path(root, snapshot)
+    try:
+        with open(map_path(root, snapshot), "rb") as f:
+            head = json.loads(f.readline(_HEADER_MAX))
+            rows = f.read()
+        st = os.stat(store)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if (
+        not isinstance(head, dict)
+        or head.get("schema") != SCHEMA
+        or head.get("snapshot") != snapshot
+        or head.get("store_size") != st.st_size
+        or head.get("store_mtime_ns") != st.st_mtime_ns
+    ):
+        return None
+    head = {k: v for k, v in head.items() if k != "store_mtime_ns"}
+    head.update(schema=_EXPORT_SCHEMA, store_sha256=_file_sha256(store))
+    return json.dumps(head, sort_keys=True).encode() + b"\n" + rows
+
+
+def _exported(data: bytes, snapshot: str) -> tuple[dict[str, Any], bytes] | str:
+    """(header, rows) of an exported map of `snapshot` whose rows are whole, else why not."""
+    end = data.find(b"\n", 0, _HEADER_MAX)
+    try:
+        head = json.loads(data[:end]) if end > 0 else None
+    except (ValueError, UnicodeDecodeError):
+        head = None
+    if not isinstance(head, dict) or head.get("schema") != _EXPORT_SCHEMA:
+        return "the cached chunk map is not an exported chunk map"
+    if head.get("snapshot") != snapshot:
+        return f"the cached chunk map does not describe snapshot {snapshot}"
+    rows = data[end + 1 :]
+    records, body_start = head.get("records"), head.get("body_start")
+    if (
+        not isinstance(records, int)
+        or not isinstance(body_start, int)
+        or body_start < 0
+        or len(rows) != records * ROW.size
+    ):
+        return "the cached chunk map is corrupt"
+    return head, rows
+
+
+def _spans_inside(rows: bytes, body: int) -> bool:
+    return body >= 0 and all(
+        off <= body and length <= body - off for _d, off, length, _n in ROW.iter_unpack(rows)
+    )
+
+
+def adopt_map(root: str | os.PathLike[str], data: bytes) -> str | None:
+    """Install `data` (an `export_map` file from an untrusted cache) as the chunk map of
+    the current store; None when done, else why not (a phrase for `full index: …`).
+
+    Adopted only when it describes the current snapshot and a store of exactly these
+    bytes (size and SHA-256), its rows are whole and their spans lie inside the store's
+    body. `index` then checks it like any map (settings, spans) before it copies a byte.
+    """
+    try:
+        snapshot = read_current(root)
+    except (OSError, UnicodeDecodeError):
+        return "no readable `current`"
+    if not SNAPSHOT_RE.fullmatch(snapshot):
+        return "`current` names no snapshot"
+    got = _exported(data, snapshot)
+    if isinstance(got, str):
+        return got
+    head, rows = got
+    store = store_path(root, snapshot)
+    try:
+        st = os.stat(store)
+        if head.get("store_size") != st.st_size or head.get("store_sha256") != _file_sha256(store):
+            return f"the cached chunk map was made for other bytes of snapshot {snapshot}"
+    except OSError as e:
+        return f"the store of snapshot {snapshot} is unreadable ({e})"
+    if not _spans_inside(rows, st.st_size - head["body_start"]):
+        return "the cached chunk map is corrupt"
+    head = {k: v for k, v in head.items() if k != "store_sha256"}
+    head.update(schema=SCHEMA, store_mtime_ns=st.st_mtime_ns)
+    line = json.dumps(head, sort_keys=True).encode() + b"\n"
+    try:
+        reuse_dir(root).mkdir(parents=True, exist_ok=True)
+        atomic_write_parts(map_path(root, snapshot), (line, rows))
+    except OSError as e:
+        return f"the chunk map could not be written ({e})"
+    return None
