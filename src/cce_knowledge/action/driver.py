@@ -459,7 +459,8 @@ class Driver:
         if not self._remote_known():
             self._full_index("no cache remote to pull the published store from")
             return
-        args = ["knowledge", "pull", "--dir", self.root, "--json"]
+        # Only the store is wanted (the index step builds the search index next).
+        args = ["knowledge", "pull", "--dir", self.root, "--json", "--no-search-index"]
         for flag, name in (("--corpus", "corpus"), ("--remote", "remote")):
             if v := self.inp(name):
                 args += [flag, v]

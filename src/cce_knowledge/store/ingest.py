@@ -899,7 +899,10 @@ def _plan_incremental(
             line = raw[pos:end]
             stop = end - 1 if line.endswith(b"\r") else end
             starts.append(pos)
-            ends.append(stop)
+            # The render strips one `\r` itself, as a full index's does: handing it the
+            # stripped line would strip a second one from a `\r\r` ending (and key the
+            # new map row by other bytes than a full index's).
+            ends.append(end)
             digests += line_digest(line[: stop - pos])
             pos = end + 1
         for a in range(0, n, _SPOOL_BLOCK):
