@@ -322,6 +322,14 @@ def test_driver_publishes_then_refuses_a_shrink_without_act(
     assert p.returncode == 0, p.stdout + p.stderr
     o = _parse_outputs(tmp_path / "out")
     assert o["published"] == "true" and o["records"] == "3" and o["added"] == "3"
+    knowledge = tmp_path / "root" / ".cce" / "knowledge"
+
+    def indexed(snapshot: str) -> bool:
+        d = knowledge / "search"
+        return d.is_dir() and any(p.name.startswith(snapshot) for p in d.glob("*.idx"))
+
+    # The ask suite searched: the index step built the search index.
+    assert indexed((knowledge / "current").read_text().strip())
     refs = subprocess.run(
         ["git", "for-each-ref"], cwd=bare, capture_output=True, text=True, check=True
     ).stdout
@@ -353,6 +361,8 @@ def test_driver_publishes_then_refuses_a_shrink_without_act(
     assert after == refs
     summary = (tmp_path / "summary.md").read_text()
     assert "`gh:acme/shop#103`" in summary and "❌ failed" in summary
+    # Nothing in that run searched: the new store came without a search index.
+    assert not indexed((knowledge / "current").read_text().strip())
 
 
 def test_err_text_reports_a_crash_by_its_last_line() -> None:

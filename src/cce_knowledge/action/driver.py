@@ -154,6 +154,9 @@ class Driver:
         self.env = env
         self.step = step
         self.state = RunState(step=step)
+        # Whether `index` builds the derived search index (the all-in-one pipeline
+        # skips it when nothing after it searches).
+        self.search_index = True
 
         # Every encoding a token can come back in (raw, cased, percent-encoded, base64,
         # basic-auth base64): each is masked in the runner's log and scrubbed from
@@ -351,6 +354,9 @@ class Driver:
         st = self.state
         self._begin()
         retention = self._retention_input()
+        # Nothing in this pipeline searches unless an ask suite runs: the derived search
+        # index (never pushed) would be the nightly build's largest cost in memory.
+        self.search_index = bool(self.inp("ask-suite"))
         self.step_feed()
         if retention:
             self.write_retention(retention)
@@ -590,6 +596,8 @@ class Driver:
                 "published one. Set `allow-empty: true` if that is intended"
             )
         args = ["knowledge", "index", feed, "--dir", self.root]
+        if not self.search_index:
+            args.append("--no-search-index")
         if manifest:
             args += ["--manifest", manifest]
         if self.inp("chunk-policy"):
