@@ -8,16 +8,23 @@ Given an indexed ROOT (e.g. the 100k bench corpus: bench/make_feed.py, then
   2. `cce corpus serve --dir ROOT --workers W` on an ephemeral loopback port;
   3. C clients (asyncio, one keep-alive connection each, raw HTTP/1.1) send
      `GET /docs?service=…&q=…` for D seconds or N requests, whichever ends first;
-  4. half-way through, `cce knowledge index SWAP_FEED --dir ROOT` replaces `current`
-     (with --swap-feed): every request must still answer 200.
+  4. part-way through, the store's `current` is replaced while requests run, and every
+     request must still answer 200. Either `cce knowledge index SWAP_FEED --dir ROOT`
+     runs then (--swap-feed; at 100k records that index takes minutes and competes
+     for the cores with the server), or (--swap-snapshot ID) a snapshot already in
+     ROOT, prepared beforehand (e.g. the same feed with 0.1% of its records changed,
+     indexed elsewhere and its `<ID>.json` and `search/<ID>-*.idx` linked in), is
+     installed the way index and pull install theirs: under the writer lock,
+     `current` atomically replaced, the other snapshots' stores pruned.
 Printed: requests, failures, throughput, the target, p50/p95/p99 latency, the server's
-peak memory (sum of its processes' VmHWM) and each worker's private memory, and the
-load average (the machine may be shared).
+CPU time per answered request (its overhead beside the search), the server's peak
+memory (sum of its processes' VmHWM) and each worker's private memory, and the load
+average (the machine may be shared).
 
 Traffic goes to 127.0.0.1 only; the run is bounded by --seconds and --max-requests.
 
 Usage:
-  python bench/bench_serve.py ROOT [--swap-feed FEED] [--swap-at 0.2] [--clients 64] [--seconds 60]
+  python bench/bench_serve.py ROOT [--swap-feed FEED | --swap-snapshot ID] [--swap-at 0.2] [--clients 64] [--seconds 60]
       [--workers 2] [--max-requests 2000000] [--queries 200]
 """
 
@@ -101,6 +108,30 @@ def status_kb(pid: int, key: str) -> int:
     return 0
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of the processes (fields 14 and 15 of /proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def install_snapshot(root: Path, snap: str) -> None:
+    """What index and pull do once their store is written: `current` replaced under
+    the writer lock, then the other snapshots' stores pruned."""
+    from cce_knowledge.core.atomic import atomic_write
+    from cce_knowledge.store.snapshots import knowledge_dir, prune_other_snapshots, writer_lock
+
+    with writer_lock(root, "bench swap"):
+        atomic_write(knowledge_dir(root) / "current", f"{snap}\n".encode())
+        prune_other_snapshots(root, snap)
+
+
 def private_kb(pid: int) -> int:
     try:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
@@ -163,7 +194,13 @@ async def drive(
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", type=Path)
-    ap.add_argument("--swap-feed", type=Path)
+    swap_how = ap.add_mutually_exclusive_group()
+    swap_how.add_argument("--swap-feed", type=Path, help="index this feed into ROOT mid-run")
+    swap_how.add_argument(
+        "--swap-snapshot",
+        metavar="ID",
+        help="install this snapshot, already in ROOT (store and search index), mid-run",
+    )
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -178,6 +215,14 @@ def main() -> int:
         "large feed's index must end before the run does)",
     )
     a = ap.parse_args()
+    if a.swap_snapshot:
+        from cce_knowledge.store.snapshots import read_current, store_path
+
+        if not store_path(a.root, a.swap_snapshot).is_file():
+            ap.error(f"--swap-snapshot: no {store_path(a.root, a.swap_snapshot)}")
+        from_snap = read_current(a.root)
+        if from_snap == a.swap_snapshot:
+            ap.error("--swap-snapshot names the snapshot `current` already names")
 
     qs = queries(a.root, a.queries)
     single = peer_latency(a.root, qs)
@@ -221,6 +266,12 @@ def main() -> int:
     def do_swap() -> None:
         time.sleep(a.seconds * a.swap_at)
         t0 = time.monotonic()
+        if a.swap_snapshot:
+            install_snapshot(a.root, a.swap_snapshot)
+            swap["seconds"] = time.monotonic() - t0
+            swap["done_at"] = time.monotonic() - run_start[0]
+            swap["rc"] = 0
+            return
         r = subprocess.run(
             [
                 sys.executable,
@@ -248,12 +299,14 @@ def main() -> int:
             peak[0] = max(peak[0], sum(status_kb(p, "VmRSS") for p in tree_pids(proc.pid)))
 
     threading.Thread(target=sample, daemon=True).start()
-    swapper = threading.Thread(target=do_swap) if a.swap_feed else None
+    swapper = threading.Thread(target=do_swap) if a.swap_feed or a.swap_snapshot else None
     if swapper:
         swapper.start()
     run_start[0] = time.monotonic()
     load0 = os.getloadavg()[0]
+    cpu0 = cpu_seconds(tree_pids(proc.pid))
     lat, fails, wall = asyncio.run(drive(port, targets, a.clients, a.seconds, a.max_requests))
+    cpu1 = cpu_seconds(tree_pids(proc.pid))
     load1 = os.getloadavg()[0]
     if swapper:
         swapper.join()
@@ -270,21 +323,34 @@ def main() -> int:
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3 if lat else float("nan")
 
     thr = len(lat) / wall
+    if a.swap_snapshot:
+        swap_text = (
+            f"installed prepared snapshot {a.swap_snapshot} over {from_snap} (current "
+            f"replaced under the writer lock, old store pruned) at "
+            f"t={swap.get('done_at', 0):.1f} s of {wall:.0f} s"
+        )
+    elif a.swap_feed:
+        swap_text = (
+            f"index {a.swap_feed.name} rc={swap.get('rc')}, {swap.get('seconds', 0):.1f} s, "
+            f"current replaced at t={swap.get('done_at', 0):.1f} s of {wall:.0f} s"
+        )
+    else:
+        swap_text = "none"
     rows = [
         ("requests answered", f"{len(lat)}"),
         ("failed requests", f"{len(fails)}" + (f" ({sorted(set(fails))[:3]})" if fails else "")),
-        (
-            "snapshot swap",
-            f"index rc={swap.get('rc')}, {swap.get('seconds', 0):.1f} s, current replaced "
-            f"at t={swap.get('done_at', 0):.1f} s of {wall:.0f} s"
-            if swapper
-            else "none",
-        ),
+        ("snapshot swap", swap_text),
         ("one warm search (in-process)", f"{single * 1e3:.2f} ms"),
         ("target: 80% of cores/latency", f"{target:.0f} req/s ({cores} cores)"),
         ("throughput", f"{thr:.0f} req/s ({thr / target * 80:.0f}% of cores/latency)"),
         ("latency p50 / p95 / p99", f"{pct(0.5):.1f} / {pct(0.95):.1f} / {pct(0.99):.1f} ms"),
         ("queueing implied (clients/thr)", f"{a.clients / thr * 1e3:.1f} ms" if thr else "-"),
+        (
+            "server CPU per answer",
+            f"{(cpu1 - cpu0) / len(lat) * 1e3:.2f} ms (search alone {single * 1e3:.2f} ms)"
+            if lat
+            else "-",
+        ),
         ("server peak RSS (sum, VmHWM)", f"{max(hwm, peak[0]) / 1024:.0f} MiB"),
         ("private memory per worker", ", ".join(f"{k / 1024:.0f} MiB" for k in priv)),
         ("load average before / after", f"{load0:.1f} / {load1:.1f}"),
