@@ -164,7 +164,9 @@ async def client(
     budget: list[int],
     lat: list[float],
     fails: list[str],
+    slow: list[tuple[float, float]],
 ) -> None:
+    t_zero = time.monotonic()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     i = 0
     try:
@@ -180,10 +182,15 @@ async def client(
             head = await reader.readuntil(b"\r\n\r\n")
             m = re.search(rb"content-length: (\d+)", head, re.IGNORECASE)
             body = await reader.readexactly(int(m.group(1)) if m else 0)
-            lat.append(time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            lat.append(took)
             status = head.split(b" ", 2)[1]
+            if took > 2.0:
+                slow.append((time.monotonic() - t_zero - took, took))
             if status != b"200" or not body.startswith(b'{"docs":['):
-                fails.append(status.decode())
+                fails.append(
+                    f"{status.decode()} sent at t={time.monotonic() - t_zero - took:.0f} s"
+                )
     except (OSError, asyncio.IncompleteReadError) as e:
         fails.append(f"{type(e).__name__}: {e}")
     finally:
@@ -191,15 +198,21 @@ async def client(
 
 
 async def drive(
-    port: int, targets: list[bytes], clients: int, seconds: float, max_requests: int
+    port: int,
+    targets: list[bytes],
+    clients: int,
+    seconds: float,
+    max_requests: int,
+    slow: list[tuple[float, float]] | None = None,
 ) -> tuple[list[float], list[str], float]:
     lat: list[float] = []
     fails: list[str] = []
+    slow = [] if slow is None else slow
     budget = [max_requests]
     t0 = time.monotonic()
     stop_at = t0 + seconds
     await asyncio.gather(
-        *(client(port, targets, stop_at, budget, lat, fails) for _ in range(clients))
+        *(client(port, targets, stop_at, budget, lat, fails, slow) for _ in range(clients))
     )
     return lat, fails, time.monotonic() - t0
 
@@ -319,8 +332,11 @@ def main() -> int:
     run_start[0] = time.monotonic()
     load0 = os.getloadavg()[0]
     cpu0 = cpu_seconds(tree_pids(proc.pid))
-    lat, fails, wall = asyncio.run(drive(port, targets, a.clients, a.seconds, a.max_requests))
+    own0 = time.process_time()
+    slow: list[tuple[float, float]] = []
+    lat, fails, wall = asyncio.run(drive(port, targets, a.clients, a.seconds, a.max_requests, slow))
     cpu1 = cpu_seconds(tree_pids(proc.pid))
+    own = time.process_time() - own0
     load1 = os.getloadavg()[0]
     if swapper:
         swapper.join()
@@ -371,6 +387,17 @@ def main() -> int:
             f"({thr * peer['median'] / cores * 100:.0f}% of cores/median)",
         ),
         ("latency p50 / p95 / p99", f"{pct(0.5):.1f} / {pct(0.95):.1f} / {pct(0.99):.1f} ms"),
+        (
+            "answers over 2 s (sent at)",
+            f"{len(slow)}"
+            + (
+                ": t="
+                + ", ".join(f"{t:.0f}" for t in sorted({round(t) for t, _ in slow})[:12])
+                + f" s; slowest {max(d for _, d in slow):.1f} s"
+                if slow
+                else ""
+            ),
+        ),
         ("queueing implied (clients/thr)", f"{a.clients / thr * 1e3:.1f} ms" if thr else "-"),
         (
             "server CPU per answer",
@@ -381,6 +408,7 @@ def main() -> int:
             if lat
             else "-",
         ),
+        ("bench clients' CPU per answer", f"{own / len(lat) * 1e3:.2f} ms" if lat else "-"),
         ("server peak RSS (sum, VmHWM)", f"{max(hwm, peak[0]) / 1024:.0f} MiB"),
         (
             "anonymous memory per worker",
