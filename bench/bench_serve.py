@@ -408,6 +408,15 @@ def main() -> int:
             if lat
             else "-",
         ),
+        (
+            "server's share of the cores",
+            f"{(sum(cpu1) - sum(cpu0)) / wall:.2f} of {cores} (the machine is shared); "
+            f"all {cores} at this CPU per answer: "
+            f"{cores * len(lat) / (sum(cpu1) - sum(cpu0)):.0f} req/s = "
+            f"{cores * len(lat) / (sum(cpu1) - sum(cpu0)) / target * 80:.0f}% of the target"
+            if lat and sum(cpu1) > sum(cpu0)
+            else "-",
+        ),
         ("bench clients' CPU per answer", f"{own / len(lat) * 1e3:.2f} ms" if lat else "-"),
         ("server peak RSS (sum, VmHWM)", f"{max(hwm, peak[0]) / 1024:.0f} MiB"),
         (
