@@ -413,7 +413,8 @@ def main() -> int:
             f"{(sum(cpu1) - sum(cpu0)) / wall:.2f} of {cores} (the machine is shared); "
             f"all {cores} at this CPU per answer: "
             f"{cores * len(lat) / (sum(cpu1) - sum(cpu0)):.0f} req/s = "
-            f"{cores * len(lat) / (sum(cpu1) - sum(cpu0)) / target * 80:.0f}% of the target"
+            f"{peer['cpu'] * len(lat) / (sum(cpu1) - sum(cpu0)) * 100:.0f}% of cores / "
+            "the search's CPU time"
             if lat and sum(cpu1) > sum(cpu0)
             else "-",
         ),
