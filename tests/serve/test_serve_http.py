@@ -459,3 +459,10 @@ def test_swap_under_load_without_failures(tmp_path: Path) -> None:
         for d in json.loads(body)["docs"]:
             if d["title"].startswith("Data retention"):
                 assert ("zanzibar" in d["title"]) == ("zanzibar" in d["body"])
+
+
+def test_searches_and_workers_below_one_are_usage_errors(store: Path) -> None:
+    env = {**os.environ, "CCE_CORPUS_TOKEN": TOKEN}
+    for flag in ("--searches", "--workers"):
+        r = _cce("corpus", "serve", "--dir", str(store), "--port", "0", flag, "0", env=env)
+        assert r.returncode == 2 and f"{flag} must be at least 1" in r.stderr
