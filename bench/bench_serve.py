@@ -120,13 +120,15 @@ def status_kb(pid: int, key: str) -> int:
     return 0
 
 
-def cpu_seconds(pids: list[int]) -> tuple[float, float]:
-    """(utime, stime) of the processes (fields 14 and 15 of /proc/PID/stat)."""
+def cpu_seconds(pids: list[int], main_thread: bool = False) -> tuple[float, float]:
+    """(utime, stime) of the processes (fields 14 and 15 of /proc/PID/stat), or of their
+    main threads only (a worker's event loop; its searches run on other threads)."""
     tick = os.sysconf("SC_CLK_TCK")
     user = system = 0
     for pid in pids:
+        stat = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         user += int(fields[11])
@@ -332,10 +334,12 @@ def main() -> int:
     run_start[0] = time.monotonic()
     load0 = os.getloadavg()[0]
     cpu0 = cpu_seconds(tree_pids(proc.pid))
+    loop0 = cpu_seconds(tree_pids(proc.pid), main_thread=True)
     own0 = time.process_time()
     slow: list[tuple[float, float]] = []
     lat, fails, wall = asyncio.run(drive(port, targets, a.clients, a.seconds, a.max_requests, slow))
     cpu1 = cpu_seconds(tree_pids(proc.pid))
+    loop1 = cpu_seconds(tree_pids(proc.pid), main_thread=True)
     own = time.process_time() - own0
     load1 = os.getloadavg()[0]
     if swapper:
@@ -404,7 +408,8 @@ def main() -> int:
             f"{sum(cpu1) - sum(cpu0):.1f} s / {len(lat)} = "
             f"{(sum(cpu1) - sum(cpu0)) / len(lat) * 1e3:.2f} ms (user "
             f"{(cpu1[0] - cpu0[0]) / len(lat) * 1e3:.2f}, system "
-            f"{(cpu1[1] - cpu0[1]) / len(lat) * 1e3:.2f})"
+            f"{(cpu1[1] - cpu0[1]) / len(lat) * 1e3:.2f}); the event loops' share "
+            f"{(sum(loop1) - sum(loop0)) / len(lat) * 1e3:.2f} ms"
             if lat
             else "-",
         ),
