@@ -255,6 +255,70 @@ def test_idle_connection_is_closed_after_the_head_deadline(server: Server) -> No
         assert 5 < time.monotonic() - t0 < 25
 
 
+def _mcp_post_head(length: str = "", chunked: bool = False) -> bytes:
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + f"Authorization: Bearer {TOKEN}\r\n".encode()
+        + b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        + (f"Content-Length: {length}\r\n".encode() if length else b"")
+        + (b"Transfer-Encoding: chunked\r\n" if chunked else b"")
+        + b"\r\n"
+    )
+
+
+def _read_answer(s: socket.socket) -> bytes:
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return out
+
+
+def test_mcp_body_too_large_is_refused_before_it_is_read(server: Server) -> None:
+    # Declared: refused on the head alone, the body never sent.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(_mcp_post_head(length=str(64 * 1024 * 1024)))
+        out = _read_answer(s)  # the server closes the connection after its answer
+    assert out.startswith(b"HTTP/1.1 413") and out.endswith(b'{"error":"request body too large"}')
+    # Undeclared (chunked): refused once past the cap, the rest never read.
+    sent = 0
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(_mcp_post_head(chunked=True))
+        piece = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+        try:
+            for _ in range(512):  # 32 MiB offered
+                s.sendall(piece)
+                sent += 0x10000
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        out = _read_answer(s)
+    assert out.startswith(b"HTTP/1.1 413"), out[:80]
+    assert sent < 16 * 1024 * 1024  # the server stopped reading long before the end
+    assert server.get("/docs?service=checkout", AUTH)[0] == 200
+
+
+def test_slow_mcp_bodies_hold_nothing_and_end_at_the_deadline(server: Server) -> None:
+    slow = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(50)]
+    try:
+        for s in slow:
+            s.sendall(_mcp_post_head(length="1000") + b'{"jsonrpc":')  # then nothing
+        t0 = time.monotonic()
+        assert server.get("/docs?service=checkout", AUTH)[0] == 200  # not held up
+        assert time.monotonic() - t0 < 5
+        out = _read_answer(slow[0])
+        waited = time.monotonic() - t0
+        assert out.startswith(b"HTTP/1.1 408"), out[:80]
+        assert out.endswith(b'{"error":"request body timeout"}')
+        assert 5 < waited < 25
+        for s in slow[1:]:
+            assert _read_answer(s).startswith(b"HTTP/1.1 408")
+    finally:
+        for s in slow:
+            s.close()
+
+
 def test_mcp_over_streamable_http(server: Server) -> None:
     import httpx2
     from mcp.client.session import ClientSession
@@ -395,3 +459,10 @@ def test_swap_under_load_without_failures(tmp_path: Path) -> None:
         for d in json.loads(body)["docs"]:
             if d["title"].startswith("Data retention"):
                 assert ("zanzibar" in d["title"]) == ("zanzibar" in d["body"])
+
+
+def test_searches_and_workers_below_one_are_usage_errors(store: Path) -> None:
+    env = {**os.environ, "CCE_CORPUS_TOKEN": TOKEN}
+    for flag in ("--searches", "--workers"):
+        r = _cce("corpus", "serve", "--dir", str(store), "--port", "0", flag, "0", env=env)
+        assert r.returncode == 2 and f"{flag} must be at least 1" in r.stderr

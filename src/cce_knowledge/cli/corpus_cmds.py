@@ -83,6 +83,13 @@ def register_corpus(sub: Any) -> None:
         help="worker processes sharing the socket and the mapped index (default 1)",
     )
     p.add_argument(
+        "--searches",
+        type=int,
+        metavar="N",
+        help="searches at once in each worker (default: cores / workers, at least 1); "
+        "more are queued",
+    )
+    p.add_argument(
         "--deadline",
         type=float,
         default=10.0,
@@ -111,8 +118,9 @@ def resolve_token(token_file: Path | None) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name, low in (("--top-k", 1), ("--workers", 1)):
-        if getattr(args, name[2:].replace("-", "_")) < low:
+    for name, low in (("--top-k", 1), ("--workers", 1), ("--searches", 1)):
+        value = getattr(args, name[2:].replace("-", "_"))
+        if value is not None and value < low:
             raise UsageError(f"{name} must be at least {low}")
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be 0..65535")
@@ -153,8 +161,16 @@ def run(args: argparse.Namespace) -> int:
         f"({'snapshot ' + snap if snap else 'none yet: answers are empty until a pull'})"
     )
     print("press Ctrl-C to stop.", flush=True)
+    # One search thread per core in all by default: a process runs one search's Python
+    # at a time (the GIL), and two threads contending for it cost more CPU per search.
+    searches = args.searches or max(1, (os.cpu_count() or 1) // args.workers)
     opts = ServeOptions(
-        root, args.host, port, args.top_k, args.workers, Limits(deadline=args.deadline)
+        root,
+        args.host,
+        port,
+        args.top_k,
+        args.workers,
+        Limits(searches=searches, deadline=args.deadline),
     )
     serve(opts, corpus, token, sock)
     return 0

@@ -31,9 +31,16 @@ BUSY = b'{"error":"busy"}'
 INTERNAL = b'{"error":"internal error"}'
 HEAD_TOO_LARGE = b'{"error":"request head too large"}'
 AMBIGUOUS = b'{"error":"ambiguous message framing"}'
+BODY_TOO_LARGE = b'{"error":"request body too large"}'
+BODY_TIMEOUT = b'{"error":"request body timeout"}'
 #: A request head (request line and headers) over this many bytes is refused. h11's
 #: own cap (set to the same figure) only sees a head that arrives in pieces.
 MAX_HEAD_BYTES = 8 * 1024
+#: An `/mcp` request body (one JSON-RPC message or batch) over this is refused (413),
+#: and one not wholly received within BODY_SECONDS is answered 408: the SDK itself
+#: would read any body, however large or slow, into memory before looking at it.
+MAX_BODY_BYTES = 256 * 1024
+BODY_SECONDS = 10.0
 
 
 def head_size(scope: Scope) -> int:
@@ -41,6 +48,45 @@ def head_size(scope: Scope) -> int:
     line = len(scope["method"]) + len(scope.get("raw_path", b"")) + 1
     line += len(scope.get("query_string", b"")) + 12
     return line + sum(len(k) + len(v) + 4 for k, v in scope["headers"]) + 2
+
+
+def declared_length(scope: Scope) -> int | None:
+    """The request's Content-Length (h11 has checked it is one well-formed number)."""
+    for k, v in scope["headers"]:
+        if k.lower() == b"content-length":
+            return int(v)
+    return None
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None once it passes `limit` bytes (the rest is not read)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":  # http.disconnect: the client has gone
+            raise ConnectionAbortedError
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not msg.get("more_body", False):
+            return b"".join(parts)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the body already read once, then the client's events."""
+    sent = False
+
+    async def again() -> MutableMapping[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 class Limits:
@@ -129,7 +175,7 @@ class CorpusApp:
             return
         path = scope.get("raw_path") or scope["path"].encode("utf-8")
         if path == b"/mcp" and self.mcp is not None:
-            await self.mcp.handle_request(scope, receive, send)
+            await self._mcp(scope, receive, send)
             return
         if scope["method"] != "GET":
             await _answer(send, 405, wire.METHOD_NOT_ALLOWED)
@@ -144,6 +190,27 @@ class CorpusApp:
             return
         status, body = await self._docs(wire.search_query(service, wire.q_param(query)))
         await _answer(send, status, body)
+
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The body read here first, bounded in size and time; then the SDK's transport."""
+        assert self.mcp is not None
+        if scope["method"] == "POST":
+            length = declared_length(scope)
+            if length is not None and length > MAX_BODY_BYTES:
+                await _answer(send, 413, BODY_TOO_LARGE, close=True)
+                return
+            try:
+                body = await asyncio.wait_for(read_body(receive, MAX_BODY_BYTES), BODY_SECONDS)
+            except TimeoutError:
+                await _answer(send, 408, BODY_TIMEOUT, close=True)
+                return
+            except ConnectionAbortedError:
+                return
+            if body is None:
+                await _answer(send, 413, BODY_TOO_LARGE, close=True)
+                return
+            receive = replay(body, receive)
+        await self.mcp.handle_request(scope, receive, send)
 
     async def _docs(self, query: str) -> tuple[int, bytes]:
         served = self.corpus.served  # this request's snapshot, from here to the end

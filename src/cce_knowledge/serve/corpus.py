@@ -110,6 +110,7 @@ class Corpus:
         self._retired: list[weakref.ref[Served]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._last_note: str | None = None
 
     def open(self) -> None:
         """The store as it is at start: absent is fine (empty answers); broken raises
@@ -175,9 +176,15 @@ class Corpus:
         """Hits from `served` only (the caller took it once for its whole request)."""
         if served.ranking == "hybrid" and self.hybrid is not None:
             with served.hybrid_lock:  # one provider connection per snapshot
-                hits, _note = self.hybrid.search(
+                hits, note = self.hybrid.search(
                     self.root, served.index, self.settings, query, top_k, served.floor
                 )
+                if note != self._last_note:
+                    # A fallback (provider down, vectors missing) is said when it starts,
+                    # not per request; the note names no query.
+                    if note is not None:
+                        log.warning("%s", note)
+                    self._last_note = note
             return hits
         rk = "default" if served.ranking == "hybrid" else served.ranking
         return served.index.search(query, top_k, served.floor, ranking=rk)
