@@ -32,6 +32,14 @@ def test_the_last_progress_line_says_finished(tmp_path: Path) -> None:
     assert ", finished, took " in last and "done in" not in r.stderr
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """In the child: SIGINT unblocked and at its default, whatever the test runner's
+    process inherited or set (an ignored or blocked SIGINT passes to children across
+    exec, and Python then never raises KeyboardInterrupt)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupted_step_says_stopped_not_done(tmp_path: Path) -> None:
     feed = tmp_path / "feed.jsonl"
     body = " ".join(f"word{i}" for i in range(200))
@@ -49,6 +57,7 @@ def test_an_interrupted_step_says_stopped_not_done(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         text=True,
         env=env,
+        preexec_fn=_sigint_as_a_terminal_gives_it,
     )
     assert p.stderr is not None
     first = p.stderr.readline()  # the step is under way
