@@ -22,6 +22,7 @@ from cce_knowledge.action.summary import render_summary
 from cce_knowledge.sync.push import PushResult
 from tests.helpers.cce_proc import run_cce
 from tests.helpers.paths import TESTS
+from tests.helpers.sync import isolated_git_home
 
 
 def _report(**fields: object) -> str:
@@ -302,15 +303,7 @@ def test_driver_publishes_then_refuses_a_shrink_without_act(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same pipeline as the act tests, driven directly (fast feedback, no act)."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("CCE_HOME", str(tmp_path / "cce-home"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for k, v in (("user.name", "t"), ("user.email", "t@localhost")):
-        subprocess.run(["git", "config", "--global", k, v], check=True)
-    bare = tmp_path / "cache.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    bare = isolated_git_home(tmp_path, monkeypatch)
     common = {"corpus": "c1", "remote": bare.as_uri(), "working_directory": "root"}
 
     p = _run_driver(

@@ -16,22 +16,14 @@ from cce_knowledge.action import driver as ac
 from cce_knowledge.store.chunkmap import adopt_map, export_map, map_path
 from tests.helpers.cce_proc import run_cce
 from tests.helpers.nightly_feed import write_feed
+from tests.helpers.sync import isolated_git_home
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("CCE_HOME", str(tmp_path / "cce-home"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for k, v in (("user.name", "t"), ("user.email", "t@localhost")):
-        subprocess.run(["git", "config", "--global", k, v], check=True)
-    bare = tmp_path / "cache.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    return {"remote": bare.as_uri()}
+    return {"remote": isolated_git_home(tmp_path, monkeypatch).as_uri()}
 
 
 def night(

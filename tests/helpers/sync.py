@@ -9,12 +9,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import git
+import pytest
 
 from cce_knowledge.store.ingest import ingest_feed
 from cce_knowledge.store.snapshots import save
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 CURATED = VECTORS / "knowledge" / "curated.jsonl"
+
+
+def isolated_git_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HOME with only a git identity, CCE_HOME under tmp_path, no system git
+    config, and a fresh bare cache (`git init --bare`, git's default branch); returns it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CCE_HOME", str(tmp_path / "cce-home"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for k, v in (("user.name", "t"), ("user.email", "t@localhost")):
+        subprocess.run(["git", "config", "--global", k, v], check=True)
+    bare = tmp_path / "cache.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    return bare
 
 
 def make_bare(path: Path) -> str:

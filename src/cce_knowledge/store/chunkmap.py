@@ -47,6 +47,15 @@ MARK_SIZE = DIGEST_SIZE + MARK.size
 _HEADER_MAX = 4096
 
 
+def _current_snapshot(root: str | os.PathLike[str]) -> str:
+    """The snapshot `current` names, else why not (a phrase for `full index: …`)."""
+    try:
+        snapshot = read_current(root)
+    except (OSError, UnicodeDecodeError):
+        return "no readable `current`"
+    return snapshot if SNAPSHOT_RE.fullmatch(snapshot) else "`current` names no snapshot"
+
+
 def line_digest(line: bytes) -> bytes:
     """The map's key of one feed line (its bytes without `\\n` or `\\r\\n`)."""
     return hashlib.blake2b(line, digest_size=DIGEST_SIZE).digest()
@@ -141,12 +150,9 @@ def load_map(root: str | os.PathLike[str], settings: str) -> ChunkMap | str:
     # Lazy: numpy costs ~0.1-0.2 s; only an index needs it.
     import numpy as np
 
-    try:
-        snapshot = read_current(root)
-    except (OSError, UnicodeDecodeError):
-        return "no readable `current`"
+    snapshot = _current_snapshot(root)
     if not SNAPSHOT_RE.fullmatch(snapshot):
-        return "`current` names no snapshot"
+        return snapshot  # why there is none
     store = store_path(root, snapshot)
     try:
         st = os.stat(store)
@@ -268,12 +274,9 @@ def adopt_map(root: str | os.PathLike[str], data: bytes) -> str | None:
     bytes (size and SHA-256), its rows are whole and their spans lie inside the store's
     body. `index` then checks it like any map (settings, spans) before it copies a byte.
     """
-    try:
-        snapshot = read_current(root)
-    except (OSError, UnicodeDecodeError):
-        return "no readable `current`"
+    snapshot = _current_snapshot(root)
     if not SNAPSHOT_RE.fullmatch(snapshot):
-        return "`current` names no snapshot"
+        return snapshot  # why there is none
     got = _exported(data, snapshot)
     if isinstance(got, str):
         return got

@@ -911,21 +911,11 @@ def _spool_slices(
                 newest.append(p[2])
             del p
         body.flush()
-        m = CckManifest(
-            checksum="",
-            chunk_count=count,
-            contract=head["schema"],
-            corpus_id=corpus_id,
-            data_as_of=max(newest) if newest else None,
-            records=head["records"],
-            snapshot=head["snapshot"],
-        )
-        h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
-        size = body.tell()
-        if size:
+        if body.tell():
             with mmap.mmap(body.fileno(), 0, access=mmap.ACCESS_READ) as mb:
-                h.update(mb)
-        sealed = CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
+                sealed = _sealed(head, corpus_id, count, newest, [mb])
+        else:
+            sealed = _sealed(head, corpus_id, count, newest, [])
         out = tempfile.TemporaryFile(dir=spool_dir, prefix=".cck-")
         try:
             out.write((canonical(sealed.as_dict()) + "\n").encode("utf-8"))
@@ -938,15 +928,14 @@ def _spool_slices(
     return sealed, mapped, pairs
 
 
-def _seal_export(
-    head: dict[str, Any], corpus_id: str, done: list[ExportSlice]
-) -> tuple[CckManifest, bytes]:
-    """The manifest (checksum over its blanked self and the bodies) and the artifact."""
-    bodies = [p[0] for p in done]
-    newest = [p[2] for p in done if p[2] is not None]
+def _sealed(
+    head: dict[str, Any], corpus_id: str, count: int, newest: list[str], bodies: list[Any]
+) -> CckManifest:
+    """The export's manifest, its checksum over the blanked manifest line and `bodies`
+    (bytes, or a mapped spool) in order."""
     m = CckManifest(
         checksum="",
-        chunk_count=sum(b.count(b"\n") for b in bodies),
+        chunk_count=count,
         contract=head["schema"],
         corpus_id=corpus_id,
         data_as_of=max(newest) if newest else None,
@@ -956,5 +945,14 @@ def _seal_export(
     h = hashlib.sha256((canonical(m.as_dict(checksum="")) + "\n").encode("utf-8"))
     for b in bodies:
         h.update(b)
-    sealed = CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
+    return CckManifest(**{**m.as_dict(), "checksum": h.hexdigest()})
+
+
+def _seal_export(
+    head: dict[str, Any], corpus_id: str, done: list[ExportSlice]
+) -> tuple[CckManifest, bytes]:
+    """The manifest (checksum over its blanked self and the bodies) and the artifact."""
+    bodies = [p[0] for p in done]
+    newest = [p[2] for p in done if p[2] is not None]
+    sealed = _sealed(head, corpus_id, sum(b.count(b"\n") for b in bodies), newest, bodies)
     return sealed, b"".join([(canonical(sealed.as_dict()) + "\n").encode("utf-8"), *bodies])
