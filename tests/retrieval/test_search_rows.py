@@ -33,6 +33,23 @@ def _build(path: Path, previous: sr.Rows | None = None) -> tuple[bytes, sr.Rows]
     return b"".join(parts), sr.read_rows(kept, si.INDEX_KEY)
 
 
+def _kept_build(path: Path, previous: sr.Rows | None = None) -> tuple[bytes, bytes, sr.Rows]:
+    """As `_build`, through a `RowsKeeper` (batched analysis, streamed rows file, spooled
+    sections): the index bytes, the kept file's bytes and its rows."""
+    kept = path.with_name(path.name + ".kept.rows")
+    parts = si.index_parts(
+        path,
+        workers=1,
+        with_reference=False,
+        previous=previous,
+        keeper=sr.RowsKeeper(kept, SNAP, si.INDEX_KEY),
+        spool_dir=path.parent,
+    )
+    data = b"".join(parts)
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".batch-")]  # none left
+    return data, kept.read_bytes(), sr.read_rows(kept, si.INDEX_KEY)
+
+
 def _file_bytes(rows: sr.Rows, d: Path, name: str) -> bytes:
     p = d / name
     sr.write_rows(p, SNAP, si.INDEX_KEY, rows)
@@ -88,6 +105,59 @@ def test_a_build_from_kept_rows_equals_a_build_from_scratch(
         got, rows_got = _build(path, previous)
         assert got == want
         assert _file_bytes(rows_got, root, "got") == _file_bytes(rows_want, root, "want")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    before=varied_stores(),
+    batch=st.integers(1, 4),
+    copy=st.integers(1, 5),
+    reuse=st.booleans(),
+)
+def test_a_batched_streamed_build_equals_one_in_memory(
+    data: st.DataObject, before: KnowledgeStore, batch: int, copy: int, reuse: bool
+) -> None:
+    """Batches of a few chunks, rows copied a few at a time: the same index and the same
+    rows file as the build that gathers every record at once, in memory."""
+    from cce_knowledge.retrieval import search_index_build as sib
+
+    after = data.draw(edited(before))
+    with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as mp:
+        root = Path(d)
+        _, previous = _build(write_store(root / "a", before))
+        path = write_store(root / "b", after)
+        want, rows_want = _build(path)
+        mp.setattr(sib, "BATCH_CHUNKS", batch)
+        mp.setattr(sr, "COPY_ROWS", copy)
+        got, kept, _ = _kept_build(path, previous if reuse else None)
+        assert got == want
+        assert kept == _file_bytes(rows_want, root, "want")
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 100])
+def test_scattered_changes_in_batches_give_the_bytes_of_a_full_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """Changed records between kept ones: fresh runs start inside a batch."""
+    from cce_knowledge.retrieval import search_index_build as sib
+
+    specs = [
+        (f"r{i}", f"lock retry {i} backoff pool{i % 5}", f"title {i}", None, None, [], [])
+        for i in range(40)
+    ]
+    _, previous = _build(write_store(tmp_path / "a", make_store(specs)))
+    for i in (3, 5, 6, 9, 22, 39):
+        specs[i] = (f"r{i}", f"changed {i} redis shard{i}", f"title {i}", None, None, [], [])
+    specs.append(("r40", "a new record about queues", "new", None, None, [], []))
+    del specs[17]
+    path = write_store(tmp_path / "b", make_store(specs))
+    want, rows_want = _build(path)
+    monkeypatch.setattr(sib, "BATCH_CHUNKS", batch)
+    monkeypatch.setattr(sr, "COPY_ROWS", 2)
+    got, kept, _ = _kept_build(path, previous)
+    assert got == want
+    assert kept == _file_bytes(rows_want, tmp_path, "want")
 
 
 def test_only_changed_records_are_analysed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,3 +249,4 @@ def test_any_corruption_is_refused_or_still_adds_up(data: st.DataObject) -> None
         except sr.RowsError:
             return
         _build(path, prev)  # no exception: every slice it takes is within its checks
+        _kept_build(path, prev)  # nor when the kept file is streamed from it

@@ -30,7 +30,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def atomic_write_parts(
-    path: str | os.PathLike[str], parts: Iterable[bytes], *, flush_early: bool = False
+    path: str | os.PathLike[str],
+    parts: Iterable[bytes | memoryview],
+    *,
+    flush_early: bool = False,
 ) -> None:
     """`atomic_write` of the concatenation of `parts`, without joining them in memory.
 

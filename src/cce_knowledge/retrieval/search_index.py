@@ -47,7 +47,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -79,7 +79,8 @@ from cce_knowledge.retrieval.search_index_build import (
     live_groups,
     reference_sections,
 )
-from cce_knowledge.retrieval.search_rows import Rows, read_rows, rows_path, write_rows
+from cce_knowledge.retrieval.search_rows import Rows, RowsKeeper, read_rows, rows_path
+from cce_knowledge.retrieval.section_spool import Section, SectionSpool
 from cce_knowledge.store.snapshots import (
     KnowledgeChunk,
     SearchBuild,
@@ -159,10 +160,10 @@ def build_bytes(
 def layout(
     snapshot: str,
     facts: dict[str, Any],
-    sections: dict[str, bytes],
+    sections: Mapping[str, Section],
     *,
     store_size: int | None = None,
-) -> list[bytes]:
+) -> list[Section]:
     """The index file as parts (header, then each section 8-byte aligned).
 
     `store_size` is given when documents are read from the store file (`doc_span`)."""
@@ -196,7 +197,7 @@ def layout(
             break
         body_start = start
     head = MAGIC + len(hb).to_bytes(8, "little") + hb
-    parts = [head + b"\0" * (body_start - len(head))]
+    parts: list[Section] = [head + b"\0" * (body_start - len(head))]
     for data in sections.values():
         parts.append(data)
         if len(data) % 8:
@@ -236,12 +237,6 @@ def build_search_index(
     path.parent.mkdir(parents=True, exist_ok=True)
     rows_file = rows_path(path)
 
-    def keep_rows(rows: Rows) -> None:
-        try:
-            write_rows(rows_file, snap, INDEX_KEY, rows)
-        except OSError:
-            pass  # only the next build's shortcut: it is then a full one
-
     # The reference ranking's sections go to their own file on its first use
     # (`SearchIndex.reference_sections`): most searches never need them.
     parts = index_parts(
@@ -250,7 +245,8 @@ def build_search_index(
         eager=eager,
         with_reference=False,
         previous=previous_rows(path.parent, rows_file) if reuse else None,
-        on_rows=keep_rows,
+        keeper=RowsKeeper(rows_file, snap, INDEX_KEY),
+        spool_dir=path.parent,
     )
     atomic_write_parts(path, parts)
     del parts
@@ -264,7 +260,9 @@ def previous_rows(d: Path, exclude: Path) -> Rows | None:
     found: list[tuple[float, Path]] = []
     try:
         for entry in os.scandir(d):
-            if entry.name.endswith(f"-{INDEX_KEY}.rows") and entry.name != exclude.name:
+            name = entry.name
+            # A dot name is a batch of a build that was stopped, not a build's rows.
+            if name.endswith(f"-{INDEX_KEY}.rows") and name != exclude.name and name[0] != ".":
                 with contextlib.suppress(OSError):
                     if entry.is_file(follow_symlinks=False):
                         found.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))
@@ -315,12 +313,17 @@ def index_parts(
     eager: bool = False,
     with_reference: bool = True,
     previous: Rows | None = None,
-    on_rows: Callable[[Rows], None] | None = None,
-) -> list[bytes]:
+    on_rows: Callable[[Rows], Rows | None] | None = None,
+    spool_dir: Path | None = None,
+    keeper: RowsKeeper | None = None,
+) -> list[Section]:
     """The index file for the store at `store_file`, as parts: streamed from the mapped
     store when it has the pinned layout, else built from the parsed store (inline docs,
     always with the reference sections: no reference file can serve such an index).
-    `with_reference=False` leaves out the reference ranking's sections."""
+    `with_reference=False` leaves out the reference ranking's sections. With
+    `spool_dir`, the default ranking's sections are spooled to unlinked files there
+    (`SectionSpool`) instead of held in memory; with `keeper`, the rows are analysed
+    in batches and kept there (`default_sections`)."""
     view = open_view(store_file)
     if isinstance(view, LoadedView):
         return [build_bytes(view.store, workers=workers)]
@@ -332,6 +335,8 @@ def index_parts(
         with_reference=with_reference,
         previous=previous,
         on_rows=None if inline_docs else on_rows,
+        spool=SectionSpool(spool_dir) if spool_dir is not None else None,
+        keeper=None if inline_docs else keeper,
     )
     return layout(view.snapshot, facts, sections, store_size=None if inline_docs else view.size)
 
@@ -342,7 +347,7 @@ def reference_path(index_file: Path) -> Path:
     return index_file.with_name(index_file.name.removesuffix(".idx") + ".ref.idx")
 
 
-def reference_parts(store_file: Path, *, store_size: int) -> list[bytes]:
+def reference_parts(store_file: Path, *, store_size: int) -> list[Section]:
     """The reference ranking's sections of the store at `store_file` (the mapped, pinned
     layout the index reads documents from), as a file of the index's format."""
     view = open_view(store_file)
@@ -794,7 +799,7 @@ class SearchIndex(IndexFile):
         if got is not None:
             return got
         size = self.header["store_size"]
-        parts: list[bytes] | None = None
+        parts: list[Section] | None = None
         try:
             with dir_lock(path.parent, what="search index", wait=True):
                 got = self._open_reference(path)  # another process may have built it

@@ -19,6 +19,7 @@ records' default pass instead. Every path writes the same bytes.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -29,6 +30,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import pairwise, repeat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from cce_knowledge.core import progress
@@ -37,24 +39,30 @@ from cce_knowledge.core.rustcompat import ascii_lower
 from cce_knowledge.engine.embed import DIM, hash_embed, sparse_counts
 from cce_knowledge.engine.tokenizer import tokenize_bytes
 from cce_knowledge.retrieval.analyze import analyze
-from cce_knowledge.retrieval.analyze_native import native_gatherer, native_module
+from cce_knowledge.retrieval.analyze_native import native_gatherer
 from cce_knowledge.retrieval.default import (
-    BODY_B,
-    BODY_WEIGHT,
-    K1,
-    LEAD_B,
     LEAD_TERMS,
-    LEAD_WEIGHT,
-    SECTION_B,
-    TITLE_B,
-    TITLE_WEIGHT,
-    field_norm,
     idf,
-    mean_length,
 )
 from cce_knowledge.retrieval.hits import DROPPED_REASONS
+from cce_knowledge.retrieval.postings_build import (
+    SCAN_ROWS,
+    narrow,
+    record_postings,
+    section_postings,
+)
 from cce_knowledge.retrieval.reference import PER_RECORD_CAP, has_pr_link, path_penalised
-from cce_knowledge.retrieval.search_rows import DIGEST, Rows, reuse_plan, splice
+from cce_knowledge.retrieval.search_rows import (
+    DIGEST,
+    Rows,
+    RowsKeeper,
+    reuse_plan,
+    splice,
+)
+from cce_knowledge.retrieval.search_rows import (
+    plan_runs as _plan_runs,
+)
+from cce_knowledge.retrieval.section_spool import Section, SectionSpool
 from cce_knowledge.store.snapshots import KnowledgeChunk, embedding_json_sparse
 
 if TYPE_CHECKING:
@@ -265,52 +273,6 @@ def _sorted_terms(ids: _Ids) -> tuple[list[Any], np.ndarray]:
     return list(map(keys.__getitem__, order)), rank
 
 
-def narrow(values: np.ndarray) -> bytes:
-    """Offsets and pointers as int32 (their type code goes in the header's `types`
-    when they need int64)."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    if len(values) and int(values.max()) >= 2**31:
-        return values.astype(np.int64).tobytes()
-    return values.astype(np.int32).tobytes()
-
-
-def _csr(
-    sections: dict[str, bytes],
-    name: str,
-    n_terms: int,
-    tids: np.ndarray,
-    owners: np.ndarray,
-    weights: np.ndarray | None,
-    tfs: np.ndarray | None = None,
-) -> None:
-    """Postings sorted by (term, owner): `<name>_ptr`, `<name>_ids`, `<name>_w` and,
-    given `tfs`, `<name>_tf` (uint16, or int32 when a count needs it)."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    # Rows come owner by owner (owners never decrease), so a stable sort by term alone
-    # is the (term, owner) order, in one sort instead of lexsort's two; with the C
-    # module, a counting sort.
-    mod = native_module()
-    if mod is None:
-        o = np.argsort(tids, kind="stable")
-    else:
-        t32 = np.ascontiguousarray(tids, dtype=np.int32)
-        o = np.frombuffer(mod.term_order(t32, n_terms), dtype=np.int64)
-    ptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tids, minlength=n_terms), out=ptr[1:])
-    sections[name + "_ptr"] = narrow(ptr)
-    sections[name + "_ids"] = owners[o].astype(np.int32).tobytes()
-    if weights is not None:
-        sections[name + "_w"] = weights[o].astype(np.float32).tobytes()
-    if tfs is not None:
-        peak = int(tfs.max()) if len(tfs) else 0
-        dt = np.uint8 if peak < 256 else np.uint16 if peak < 65536 else np.int32
-        sections[name + "_tf"] = tfs[o].astype(dt).tobytes()
-
-
 def _column(code: str) -> Any:
     """A dataclass field holding a fresh, empty `array(code)`."""
     return dataclasses.field(default_factory=lambda: array(code))
@@ -352,6 +314,10 @@ class _SectionRows:
     docs: bytearray = dataclasses.field(default_factory=bytearray)
     doc_off: array[int] = dataclasses.field(default_factory=lambda: array("q", [0]))
     spans: array[int] = _column("q")
+
+    def drop_rows(self) -> None:
+        """Let go of the term rows (the documents stay): `Rows` holds what is needed."""
+        self.tid, self.tf, self.n, self.length = array("i"), array("i"), array("q"), array("q")
 
 
 def _gather(
@@ -588,18 +554,6 @@ def _add_record(
     recs.lead_len.append(len(lead))
 
 
-#: What a spent `Rows` array is replaced with (the build drops each as it is used).
-_SPENT: Any = ()
-
-
-def _owners(counts: np.ndarray) -> np.ndarray:
-    """Row owner per row (int32) from each owner's row count: 0, 0, 1, 2, 2, ..."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    return np.repeat(np.arange(len(counts), dtype=np.int32), counts)
-
-
 def _term_table(terms: list[str]) -> dict[str, bytes]:
     """The sorted vocabulary: `term_blob` (the terms concatenated) and `term_off` (where
     each starts, then the blob's end)."""
@@ -632,6 +586,13 @@ def _to_rows(recs: _RecordRows, secs: _SectionRows, rank: np.ndarray, terms: lis
     def i64(a: array[int]) -> np.ndarray:
         return np.frombuffer(a, dtype=np.int64)
 
+    def ranked(a: array[int]) -> np.ndarray:
+        # In place, a slice at a time: no second array of the rows' size.
+        t = i32(a)
+        for s in range(0, len(t), SCAN_ROWS):
+            t[s : s + SCAN_ROWS] = rank[t[s : s + SCAN_ROWS]]
+        return t
+
     return Rows(
         terms=terms,
         record_ids=[],
@@ -642,104 +603,16 @@ def _to_rows(recs: _RecordRows, secs: _SectionRows, rank: np.ndarray, terms: lis
         body_len=i64(recs.body_len),
         lead_len=i64(recs.lead_len),
         chunk_n=np.diff(i64(recs.chunk_ptr)),
-        rec_tid=rank[i32(recs.tid)],
+        rec_tid=ranked(recs.tid),
         tf_title=i32(recs.tf_title),
         tf_body=i32(recs.tf_body),
         tf_lead=i32(recs.tf_lead),
-        title_tid=rank[i32(recs.title_tid)],
+        title_tid=ranked(recs.title_tid),
         sec_n=i64(secs.n),
         sec_len=i64(secs.length),
-        sec_tid=rank[i32(secs.tid)],
+        sec_tid=ranked(secs.tid),
         sec_tf=i32(secs.tf),
     )
-
-
-def _field_norms(rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each record's BM25F length norm of title, body and lead (float64)."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    n = rows.records
-    lens = [x.tolist() for x in (rows.title_len, rows.body_len, rows.lead_len)]
-    avg_t, avg_b, avg_l = (mean_length(x, n) for x in lens)
-    return (
-        np.array([field_norm(TITLE_B, x, avg_t) for x in lens[0]], dtype=np.float64),
-        np.array([field_norm(BODY_B, x, avg_b) for x in lens[1]], dtype=np.float64),
-        np.array([field_norm(LEAD_B, x, avg_l) for x in lens[2]], dtype=np.float64),
-    )
-
-
-def _saturated(
-    rows: Rows, owner: np.ndarray, norms: tuple[np.ndarray, np.ndarray, np.ndarray]
-) -> np.ndarray:
-    """The record postings' weights (float32): each row's saturated BM25F tf, from its
-    title, body and lead tf and its record's (`owner`) field norms."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    # BM25F saturation with the same IEEE operations, in the same order, as
-    # default.saturate (numpy adds and divides exactly like Python floats).
-    norm_t, norm_b, norm_l = norms
-    # In place, one temporary at a time: the same values, far less peak memory.
-    tfp = rows.tf_title.astype(np.int32, copy=False) * TITLE_WEIGHT
-    tfp /= norm_t[owner]
-    part = rows.tf_body.astype(np.int32, copy=False) * BODY_WEIGHT
-    part /= norm_b[owner]
-    tfp += part
-    part = rows.tf_lead.astype(np.int32, copy=False) * LEAD_WEIGHT
-    part /= norm_l[owner]
-    tfp += part
-    del part
-    part = tfp + K1
-    tfp /= part
-    del part
-    return tfp.astype(np.float32)
-
-
-def _record_postings(rows: Rows, n_terms: int) -> dict[str, bytes]:
-    """`term_df`, the record postings (`rec_ptr`, `rec_ids`, `rec_w`, `rec_tf`) and the
-    title postings (`tit_ptr`, `tit_ids`). Spends the record rows of `rows`: each
-    array is dropped as soon as it is used, to keep the build's peak memory low."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    out: dict[str, bytes] = {}
-    owner = _owners(rows.rec_n)
-    tid = rows.rec_tid
-    # Document frequencies: a query computes idf(n, df) for its few terms.
-    out["term_df"] = np.bincount(tid, minlength=n_terms).astype(np.int32).tobytes()
-    sat = _saturated(rows, owner, _field_norms(rows))
-    rows.rec_tid = rows.tf_title = rows.tf_lead = _SPENT
-    tf_body = rows.tf_body.astype(np.int32, copy=False)
-    rows.tf_body = _SPENT
-    _csr(out, "rec", n_terms, tid, owner, sat, tf_body)
-    del sat, owner, tid, tf_body
-    title_tid, rows.title_tid = rows.title_tid, _SPENT
-    _csr(out, "tit", n_terms, title_tid, _owners(rows.title_n), None)
-    return out
-
-
-def _section_postings(rows: Rows, n_terms: int) -> dict[str, bytes]:
-    """The section postings (`sec_ptr`, `sec_ids`, `sec_w`: each section's tf saturated
-    against its own length) and every section's length norm (`sec_norm`)."""
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    c_len = rows.sec_len.tolist()
-    n_docs = len(c_len)
-    avg_c = sum(c_len) / n_docs if n_docs else 0.0
-    norm_c = np.array([field_norm(SECTION_B, x, avg_c) for x in c_len], dtype=np.float64)
-    owner = _owners(rows.sec_n)
-    tf = rows.sec_tf.astype(np.int32, copy=False)
-    rows.sec_tf = _SPENT
-    w = tf / (tf + K1 * norm_c[owner])
-    del tf
-    out: dict[str, bytes] = {}
-    sec_tid, rows.sec_tid = rows.sec_tid, _SPENT
-    _csr(out, "sec", n_terms, sec_tid, owner, w)
-    del w, owner, sec_tid
-    out["sec_norm"] = norm_c.tobytes()
-    return out
 
 
 def _document_sections(rows: Rows, secs: _SectionRows, *, inline_docs: bool) -> dict[str, bytes]:
@@ -789,6 +662,85 @@ def _gathered(
     return _to_rows(recs, secs, rank, terms), secs
 
 
+#: Chunks analysed in one batch of a kept build (about 200 MB of arrays in flight).
+BATCH_CHUNKS = 1 << 15
+
+
+def _batches(groups: dict[str, list[int]], rids: list[str]) -> Iterator[list[str]]:
+    """`rids` in order, cut into batches of about `BATCH_CHUNKS` chunks."""
+    batch: list[str] = []
+    size = 0
+    for rid in rids:
+        batch.append(rid)
+        size += len(groups[rid])
+        if size >= BATCH_CHUNKS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _kept_rows(
+    view: Chunks,
+    groups: dict[str, list[int]],
+    digests: bytes,
+    previous: Rows | None,
+    keeper: RowsKeeper,
+    *,
+    tick: Callable[[int], None],
+    split: bool,
+) -> Rows:
+    """This build's rows, written to `keeper.path` and mapped back: the records whose
+    chunks are unchanged since `previous` are copied from it, the others analysed a
+    batch at a time (each batch written and mapped before the next begins)."""
+    record_ids = list(groups)
+    sizes = [len(g) for g in groups.values()]
+    plan = reuse_plan(previous, record_ids, digests, sizes) if previous is not None else None
+    if plan is None:
+        plan = [-1] * len(record_ids)
+    tick(sum(n for n, k in zip(sizes, plan, strict=True) if k >= 0))
+    todo = [(r, rid) for r, (rid, k) in enumerate(zip(record_ids, plan, strict=True)) if k < 0]
+    sources = [previous] if previous is not None else []
+    # Fresh record r (in analysis order) is record r - first[b] of source batch_src[b].
+    batch_src: list[int] = []
+    first: list[int] = []
+    paths: list[Path] = []
+    one = lambda: tick(1)  # noqa: E731
+    try:
+        done = 0
+        by_rid = {rid: r for r, rid in todo}
+        order = [rid for _, rid in todo]
+        del todo
+        for k, batch in enumerate(_batches(groups, order)):
+            rows, _ = _gathered(
+                view, {rid: groups[rid] for rid in batch}, inline_docs=False, tick=one, split=split
+            )
+            rows.record_ids = batch
+            rows.digests = b"".join(
+                digests[by_rid[rid] * DIGEST : (by_rid[rid] + 1) * DIGEST] for rid in batch
+            )
+            path, mapped = keeper.batch(k, rows)
+            del rows
+            paths.append(path)
+            batch_src.append(len(sources))
+            first.append(done)
+            sources.append(mapped)
+            done += len(batch)
+        runs: list[tuple[int, int, int]] = []
+        for from_previous, lo, hi in _plan_runs(plan):
+            if from_previous:
+                runs.append((0, lo, hi))
+                continue
+            while lo < hi:  # fresh records lo..hi, cut at batch boundaries
+                b = bisect.bisect_right(first, lo) - 1
+                end = min(hi, first[b] + len(sources[batch_src[b]].record_ids))
+                runs.append((batch_src[b], lo - first[b], end - first[b]))
+                lo = end
+        return keeper.keep(sources, runs, record_ids, digests)
+    finally:
+        keeper.drop(paths)
+
+
 def _spans(view: Chunks, groups: dict[str, list[int]]) -> _SectionRows:
     """The byte spans of every live chunk in document order (no analysis)."""
     secs = _SectionRows()
@@ -807,8 +759,10 @@ def default_sections(
     tick: Callable[[int], None] = lambda n: None,
     split: bool = False,
     previous: Rows | None = None,
-    on_rows: Callable[[Rows], None] | None = None,
-) -> tuple[dict[str, bytes], dict[str, Any]]:
+    on_rows: Callable[[Rows], Rows | None] | None = None,
+    spool: SectionSpool | None = None,
+    keeper: RowsKeeper | None = None,
+) -> tuple[dict[str, Section], dict[str, Any]]:
     """The default ranking's sections and the documents, in the layout order of
     `search_index.build_bytes`; plus header facts (records, chunks, terms, unknown_idf).
     `split`: without the C analyser, the second half of the records is gathered in a
@@ -816,14 +770,24 @@ def default_sections(
 
     With `previous` (the rows of an earlier build, search_rows.py), only the records
     whose chunks changed are analysed; the bytes are the same. `on_rows` receives this
-    build's rows (to keep for the next one) before they become postings."""
+    build's rows (to keep for the next one) before they become postings, and may give
+    back the same rows read from where it kept them (maps: the arrays in memory go).
+    `spool` holds the sections as they are made (default: in memory).
+
+    With `keeper` (documents in the store), the records are analysed in batches of
+    about `BATCH_CHUNKS` chunks, each batch's rows written beside the kept file and
+    mapped, and the kept file streamed from them (and from `previous`): the build's
+    memory then follows a batch, not the corpus."""
     record_ids = list(groups)
     digests = b""
-    if previous is not None or on_rows is not None:
+    if previous is not None or on_rows is not None or keeper is not None:
         digests = b"".join(map(view.record_digest, groups.values()))
         view.release()
     one = lambda: tick(1)  # noqa: E731
-    if previous is not None and not inline_docs:
+    if keeper is not None and not inline_docs:
+        rows = _kept_rows(view, groups, digests, previous, keeper, tick=tick, split=split)
+        secs = _spans(view, groups)
+    elif previous is not None and not inline_docs:
         plan = reuse_plan(previous, record_ids, digests, [len(g) for g in groups.values()])
         todo = {rid: groups[rid] for rid, k in zip(record_ids, plan, strict=True) if k < 0}
         tick(sum(len(groups[rid]) for rid, k in zip(record_ids, plan, strict=True) if k >= 0))
@@ -836,13 +800,23 @@ def default_sections(
         rows.record_ids = record_ids
         rows.digests = digests
     if on_rows is not None:
-        on_rows(rows)
+        kept = on_rows(rows)
+        if kept is not None:
+            rows = kept
+    secs.drop_rows()
     n_terms = len(rows.terms)
-    # The order of the sections is the file's layout: keep it.
-    sections = _term_table(rows.terms)
-    sections.update(_record_postings(rows, n_terms))
-    sections.update(_section_postings(rows, n_terms))
-    sections.update(_document_sections(rows, secs, inline_docs=inline_docs))
+    out = spool if spool is not None else SectionSpool()
+    try:
+        # The order of the sections is the file's layout: keep it.
+        for name, data in _term_table(rows.terms).items():
+            out.add(name, data)
+        record_postings(rows, n_terms, out)
+        section_postings(rows, n_terms, out)
+        for name, data in _document_sections(rows, secs, inline_docs=inline_docs).items():
+            out.add(name, data)
+        sections = out.sections()
+    finally:
+        out.close()
     facts = {
         "records": len(groups),
         "chunks": len(rows.sec_len),
@@ -1127,10 +1101,12 @@ def build_sections(
     workers: int | None = None,
     eager: bool = False,
     previous: Rows | None = None,
-    on_rows: Callable[[Rows], None] | None = None,
-) -> tuple[dict[str, bytes], dict[str, Any]]:
+    on_rows: Callable[[Rows], Rows | None] | None = None,
+    spool: SectionSpool | None = None,
+    keeper: RowsKeeper | None = None,
+) -> tuple[dict[str, Section], dict[str, Any]]:
     """All sections of the index file for the store under `view`, and header facts.
-    `previous` and `on_rows`: see `default_sections`."""
+    `previous`, `on_rows`, `spool` and `keeper`: see `default_sections`."""
     live, groups = live_groups(view)
     live_to_doc = doc_numbers(live, groups)
     parallel = _parallel_ok(len(live), workers, eager=eager)
@@ -1158,6 +1134,8 @@ def build_sections(
             split=split,
             previous=previous,
             on_rows=on_rows,
+            spool=spool,
+            keeper=keeper,
         )
         if ref is not None:
             sections.update(ref())

@@ -25,13 +25,14 @@ Lazy imports: numpy (~0.1-0.2 s), which only a build needs.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import itertools
 import json
 import mmap
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,13 +108,9 @@ def rows_path(index_file: Path) -> Path:
 # ---------------------------------------------------------------- the file
 
 
-def _narrowest(a: np.ndarray) -> np.ndarray:
-    # Lazy: numpy costs ~0.1-0.2 s; only a build needs it.
-    import numpy as np
-
-    peak = int(a.max()) if len(a) else 0
-    dt = np.uint8 if peak < 256 else np.uint16 if peak < 65536 else np.int32
-    return a.astype(dt, copy=False)
+def _tf_type(peak: int) -> str:
+    """The narrowest type of a term-frequency column whose largest value is `peak`."""
+    return "uint8" if peak < 256 else "uint16" if peak < 65536 else "int32"
 
 
 def _blob(strings: list[str]) -> tuple[bytes, bytes]:
@@ -125,41 +122,25 @@ def _blob(strings: list[str]) -> tuple[bytes, bytes]:
     return b"".join(enc), off.tobytes()
 
 
-def write_rows(path: Path, snapshot: str, key: str, rows: Rows) -> None:
-    """Write `rows` atomically (header, then 8-byte aligned sections)."""
+#: A section of the file: its name, numpy type, length in items, and its pieces (made
+#: as the file is written, so a big section is never whole in memory).
+_Planned = tuple[str, str, int, Callable[[], Iterator[Any]]]
+
+
+def _write_file(path: Path, head: dict[str, Any], planned: list[_Planned]) -> None:
+    """Write the file atomically: header, then each section 8-byte aligned."""
     import numpy as np
 
-    sections: dict[str, tuple[str, bytes]] = {}
-    blob, off = _blob(rows.terms)
-    sections["terms"] = ("uint8", blob)
-    sections["terms_off"] = ("int64", off)
-    blob, off = _blob(rows.record_ids)
-    sections["rids"] = ("uint8", blob)
-    sections["rids_off"] = ("int64", off)
-    sections["digests"] = ("uint8", rows.digests)
-    for name in _PER_RECORD:
-        sections[name] = ("int32", np.asarray(getattr(rows, name)).astype(np.int32).tobytes())
-    for name, kind in _ROWS:
-        a = np.asarray(getattr(rows, name))
-        a = _narrowest(a) if kind == "f" else a.astype(np.int32, copy=False)
-        sections[name] = (str(a.dtype), a.tobytes())
-    header: dict[str, Any] = {
-        "format": FORMAT,
-        "key": key,
-        "snapshot": snapshot,
-        "byteorder": sys.byteorder,
-        "records": rows.records,
-        "terms": len(rows.terms),
-        "sections": {},
-    }
+    header = dict(head)
     # Offsets depend on the header's length: iterate to the fixed point (it only grows).
     start = 0
     while True:
         at = start
         table: dict[str, list[Any]] = {}
-        for name, (dt, data) in sections.items():
-            table[name] = [at, len(data), dt]
-            at += len(data) + (-len(data) % 8)
+        for name, dt, count, _ in planned:
+            size = count * np.dtype(dt).itemsize
+            table[name] = [at, size, dt]
+            at += size + (-size % 8)
         header["sections"] = table
         hb = json.dumps(header, sort_keys=True).encode()
         body = 16 + len(hb)
@@ -167,12 +148,66 @@ def write_rows(path: Path, snapshot: str, key: str, rows: Rows) -> None:
         if body == start:
             break
         start = body
-    parts = [MAGIC + len(hb).to_bytes(8, "little") + hb + b"\0" * (start - 16 - len(hb))]
-    for _, data in sections.values():
-        parts.append(data)
-        if len(data) % 8:
-            parts.append(b"\0" * (-len(data) % 8))
-    atomic_write_parts(path, parts)
+
+    def parts() -> Iterator[bytes | memoryview]:
+        yield MAGIC + len(hb).to_bytes(8, "little") + hb + b"\0" * (start - 16 - len(hb))
+        for name, dt, count, pieces in planned:
+            written = 0
+            item = np.dtype(dt).itemsize
+            for piece in pieces():
+                if isinstance(piece, bytes):  # already this section's bytes
+                    written += len(piece) // item
+                    yield piece
+                    continue
+                a = np.ascontiguousarray(piece, dtype=dt)
+                written += len(a)
+                yield a.data
+            if written != count:  # a planning error: never write a file that lies
+                raise ValueError(f"rows section {name}: {written} items, {count} planned")
+            size = count * np.dtype(dt).itemsize
+            if size % 8:
+                yield b"\0" * (-size % 8)
+
+    atomic_write_parts(path, parts())
+
+
+def _head(snapshot: str, key: str, records: int, terms: int) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "key": key,
+        "snapshot": snapshot,
+        "byteorder": sys.byteorder,
+        "records": records,
+        "terms": terms,
+    }
+
+
+def _whole(data: Any) -> Callable[[], Iterator[Any]]:
+    return lambda: iter([data])
+
+
+def _text_sections(name: str, strings: list[str]) -> list[_Planned]:
+    blob, off = _blob(strings)
+    return [
+        (name, "uint8", len(blob), _whole(blob)),
+        (name + "_off", "int64", len(off) // 8, _whole(off)),
+    ]
+
+
+def write_rows(path: Path, snapshot: str, key: str, rows: Rows) -> None:
+    """Write `rows` atomically (header, then 8-byte aligned sections)."""
+    import numpy as np
+
+    planned = _text_sections("terms", rows.terms) + _text_sections("rids", rows.record_ids)
+    planned.append(("digests", "uint8", len(rows.digests), _whole(rows.digests)))
+    for name in _PER_RECORD:
+        a = np.asarray(getattr(rows, name))
+        planned.append((name, "int32", len(a), _whole(a)))
+    for name, kind in _ROWS:
+        a = np.asarray(getattr(rows, name))
+        dt = _tf_type(int(a.max()) if len(a) else 0) if kind == "f" else "int32"
+        planned.append((name, dt, len(a), _whole(a)))
+    _write_file(path, _head(snapshot, key, rows.records, len(rows.terms)), planned)
 
 
 class RowsError(ValueError):
@@ -325,7 +360,7 @@ def reuse_plan(prev: Rows, record_ids: list[str], digests: bytes, sections: list
     return plan
 
 
-def _runs(plan: list[int]) -> Iterator[tuple[bool, int, int]]:
+def plan_runs(plan: list[int]) -> Iterator[tuple[bool, int, int]]:
     """The plan as runs (from_previous, lo, hi): previous records lo..hi in a row, or
     fresh records lo..hi (numbered in the order they were analysed)."""
     fresh = 0
@@ -403,7 +438,7 @@ def splice(prev: Rows, plan: list[int], fresh: Rows, record_ids: list[str], dige
     def ids(tmap: np.ndarray | None, a: np.ndarray) -> np.ndarray:
         return a if tmap is None else tmap[a]
 
-    for src, lo, hi in _runs(plan):
+    for src, lo, hi in plan_runs(plan):
         r, tmap = srcs[src]
         o = off[src]
         for name in _PER_RECORD:
@@ -441,3 +476,142 @@ def splice(prev: Rows, plan: list[int], fresh: Rows, record_ids: list[str], dige
         out[name] = rank[out[name]]
     terms = [union[i] for i in np.flatnonzero(used).tolist()]
     return Rows(terms=terms, record_ids=record_ids, digests=digests, **out)
+
+
+# ---------------------------------------------------------------- streaming
+
+
+#: Rows of one piece when a run is copied into a new file (bounds what is in flight).
+COPY_ROWS = 1 << 22
+
+#: A run of records: those lo..hi of source `src`.
+Run = tuple[int, int, int]
+
+
+def _pieces(a: np.ndarray, lo: int, hi: int, tmap: np.ndarray | None) -> Iterator[np.ndarray]:
+    for s in range(lo, hi, COPY_ROWS):
+        part = a[s : min(hi, s + COPY_ROWS)]
+        yield part if tmap is None else tmap[part]
+
+
+def write_runs(
+    path: Path,
+    snapshot: str,
+    key: str,
+    sources: list[Rows],
+    runs: list[Run],
+    record_ids: list[str],
+    digests: bytes,
+) -> None:
+    """Write the rows of records taken in `runs` from `sources` (mapped files, say),
+    streamed: the vocabulary is the sorted union of the terms the taken records use,
+    term ids remapped into it, so the file is the one `write_rows` writes for the same
+    records gathered at once (tests check it). Only the vocabulary and one piece of
+    rows are in memory at a time."""
+    import numpy as np
+
+    offs = [
+        {
+            "rec": _offsets(r.rec_n),
+            "title": _offsets(r.title_n),
+            "chunk": _offsets(r.chunk_n),
+            "secrow": _offsets(r.sec_n),
+        }
+        for r in sources
+    ]
+
+    def spans(src: int, lo: int, hi: int) -> dict[str, tuple[int, int]]:
+        o = offs[src]
+        c, d = int(o["chunk"][lo]), int(o["chunk"][hi])
+        return {
+            "rec": (int(o["rec"][lo]), int(o["rec"][hi])),
+            "title": (int(o["title"][lo]), int(o["title"][hi])),
+            "chunk": (c, d),
+            "secrow": (int(o["secrow"][c]), int(o["secrow"][d])),
+        }
+
+    family = {
+        "rec_tid": "rec",
+        "tf_title": "rec",
+        "tf_body": "rec",
+        "tf_lead": "rec",
+        "title_tid": "title",
+        "sec_n": "chunk",
+        "sec_len": "chunk",
+        "sec_tid": "secrow",
+        "sec_tf": "secrow",
+    }
+    # The union of the sources' vocabularies, narrowed to the terms taken rows use.
+    union = sorted(set().union(*(r.terms for r in sources)))
+    gid = {t: i for i, t in enumerate(union)}
+    maps = [np.array([gid[t] for t in r.terms], dtype=np.int32) for r in sources]
+    del gid
+    used = np.zeros(len(union), dtype=bool)
+    peaks = dict.fromkeys(("tf_title", "tf_body", "tf_lead", "sec_tf"), 0)
+    counts = dict.fromkeys(family, 0)
+    for src, lo, hi in runs:
+        r, sp = sources[src], spans(src, lo, hi)
+        for name, fam in family.items():
+            a, b = sp[fam]
+            counts[name] += b - a
+            for part in _pieces(getattr(r, name), a, b, None):
+                if name in peaks and len(part):
+                    peaks[name] = max(peaks[name], int(part.max()))
+                elif name.endswith("_tid"):
+                    # Title and section terms are record terms; marked anyway, so that
+                    # rows breaking that rule cannot index out of range.
+                    used[maps[src][part]] = True
+    rank = (np.cumsum(used, dtype=np.int64) - 1).astype(np.int32)
+    final = [rank[m] for m in maps]
+    terms = [union[i] for i in np.flatnonzero(used).tolist()]
+    del union, maps, rank, used
+
+    def taken(name: str, per_record: bool) -> Callable[[], Iterator[Any]]:
+        def gen() -> Iterator[Any]:
+            for src, lo, hi in runs:
+                a, b = (lo, hi) if per_record else spans(src, lo, hi)[family[name]]
+                tmap = final[src] if name.endswith("_tid") else None
+                yield from _pieces(getattr(sources[src], name), a, b, tmap)
+
+        return gen
+
+    planned = _text_sections("terms", terms) + _text_sections("rids", record_ids)
+    planned.append(("digests", "uint8", len(digests), _whole(digests)))
+    n = len(record_ids)
+    if sum(hi - lo for _, lo, hi in runs) != n or len(digests) != n * DIGEST:
+        raise ValueError("runs, record ids and digests do not agree")
+    for name in _PER_RECORD:
+        planned.append((name, "int32", n, taken(name, True)))
+    for name, kind in _ROWS:
+        dt = _tf_type(peaks[name]) if kind == "f" else "int32"
+        planned.append((name, dt, counts[name], taken(name, False)))
+    _write_file(path, _head(snapshot, key, n, len(terms)), planned)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RowsKeeper:
+    """Where a build keeps its rows (`path`), and the batches it gathers beside it."""
+
+    path: Path
+    snapshot: str
+    key: str
+
+    def batch(self, k: int, rows: Rows) -> tuple[Path, Rows]:
+        """Write one batch of gathered rows beside the kept file and map it back (the
+        arrays in memory go). The caller removes the file (`drop`)."""
+        p = self.path.with_name(f".batch-{os.getpid()}-{k}-{self.path.name}")
+        write_rows(p, self.snapshot, self.key, rows)
+        return p, read_rows(p, self.key)
+
+    def keep(
+        self, sources: list[Rows], runs: list[Run], record_ids: list[str], digests: bytes
+    ) -> Rows:
+        """Write the build's rows from `runs` of `sources` and map them back."""
+        write_runs(self.path, self.snapshot, self.key, sources, runs, record_ids, digests)
+        return read_rows(self.path, self.key)
+
+    @staticmethod
+    def drop(paths: list[Path]) -> None:
+        for p in paths:
+            with contextlib.suppress(OSError):
+                p.unlink()
