@@ -103,20 +103,27 @@ def term_ranges(ptr: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return out
 
 
-def _sorted_rows(tids: np.ndarray, a: int, b: int) -> np.ndarray:
-    """Positions of the rows whose term is in [a, b), in (term, position) order."""
+def _range_rows(
+    tids: np.ndarray, starts: np.ndarray, a: int, b: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows whose term is in [a, b): their positions and owners, ascending, and
+    the order that sorts them by (term, position)."""
     import numpy as np
 
     if a == 0 and b > 0 and len(tids) and int(tids.max()) < b:
-        pos = np.arange(len(tids), dtype=np.int64)  # one range holds every row
+        # One range holds every row: owners run 0, 0, 1, 2, 2, ... (no search).
+        pos = np.arange(len(tids), dtype=np.int64)
+        owner = np.repeat(np.arange(len(starts) - 1, dtype=np.int32), np.diff(starts))
     else:
-        found = []
+        found, owners = [], []
         for s, e in _slices(len(tids), SCAN_ROWS):
             t = tids[s:e]
             hit = t >= a
             hit &= t < b
             found.append(np.flatnonzero(hit) + s)
+            owners.append(_slice_owners(starts, s, e)[hit])
         pos = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        owner = np.concatenate(owners) if owners else np.empty(0, dtype=np.int32)
     t32 = np.ascontiguousarray(tids[pos], dtype=np.int32)
     mod = native_module()
     if mod is None:
@@ -124,19 +131,22 @@ def _sorted_rows(tids: np.ndarray, a: int, b: int) -> np.ndarray:
     else:  # a counting sort, stable
         t32 -= a
         order = np.frombuffer(mod.term_order(t32, b - a), dtype=np.int64)
-    return pos[order]
+    return pos, owner, order
+
+
+def _slice_owners(starts: np.ndarray, s: int, e: int) -> np.ndarray:
+    """The owner (int32) of every row s..e-1: a repeat, no search per row."""
+    import numpy as np
+
+    r0 = int(np.searchsorted(starts, s, side="right")) - 1
+    r1 = int(np.searchsorted(starts, e - 1, side="right")) - 1
+    bounds = np.clip(starts[r0 : r1 + 2], s, e)
+    return np.repeat(np.arange(r0, r1 + 1, dtype=np.int32), np.diff(bounds))
 
 
 def _starts(counts: np.ndarray) -> np.ndarray:
     """Where each owner's rows start (int64, then the end): owners by position."""
     return _pointers(counts.astype("int64", copy=False))
-
-
-def _owner_of(starts: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """The owner (int32) of each row position (owners with no rows are skipped)."""
-    import numpy as np
-
-    return (np.searchsorted(starts, pos, side="right") - 1).astype(np.int32)
 
 
 def _postings(
@@ -158,12 +168,13 @@ def _postings(
         spool.add(section, b"")
     starts = _starts(counts)
     for a, b in term_ranges(ptr, RANGE_ROWS):
-        pos = _sorted_rows(tids, a, b)
-        owner = _owner_of(starts, pos)
-        spool.add(name + "_ids", owner.data)
+        pos, owner, order = _range_rows(tids, starts, a, b)
+        spool.add(name + "_ids", owner[order].data)
+        # Values are computed in row order (near-sequential reads of the columns),
+        # then put in postings order: elementwise, so the same values.
         for section, values in columns.items():
-            spool.add(section, np.ascontiguousarray(values(pos, owner)).data)
-        del pos, owner
+            spool.add(section, np.ascontiguousarray(values(pos, owner)[order]).data)
+        del pos, owner, order
 
 
 def _field_norms(rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
