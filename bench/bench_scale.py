@@ -116,6 +116,31 @@ def search_latency(root: Path, env: dict[str, str]) -> dict[str, float]:
     return {"cold_s": round(cold, 3), "warm_s": round(float(out.stdout.split()[-1]), 4)}
 
 
+#: Renders the outgoing `.cck` as `push` does (spooled beside the store, mapped) and
+#: prints its size: the artifact's size and the export's time and memory, with no
+#: cache repository to fill.
+EXPORT = (
+    "import sys\n"
+    "from cce_knowledge.sync.push import _outgoing\n"
+    "n = len(_outgoing(sys.argv[1], 'bench').data)\n"
+    "open(sys.argv[2], 'w').write(str(n))\n"
+)
+
+
+def cck_export(root: Path, env: dict[str, str]) -> dict[str, Any]:
+    out = root / "cck-size"
+    w = watch([sys.executable, "-c", EXPORT, str(root), str(out)], [str(root)], env=env)
+    if w.returncode != 0:
+        raise SystemExit(f"export failed ({w.returncode}): {root}")
+    size = int(out.read_text())
+    out.unlink()
+    return {
+        "cck_mb": round(size / 2**20),
+        "export_seconds": round(w.seconds, 1),
+        "export_peak_anon_mb": round(w.peak_anon / 2**20),
+    }
+
+
 def run_size(args: argparse.Namespace, n: int, env: dict[str, str], tag: str) -> dict[str, Any]:
     work = Path(args.work)
     feed = work / f"f{n}.jsonl"
@@ -133,6 +158,7 @@ def run_size(args: argparse.Namespace, n: int, env: dict[str, str], tag: str) ->
     # The rows kept for the next build (retrieval/search_rows.py), derived like the index.
     out["search_rows_mb"] = round(rows / 2**20)
     out["search"] = search_latency(root, env)
+    out["cck"] = cck_export(root, env)
     for rate in args.rates:
         edited = work / f"f{n}-{rate}.jsonl"
         changed = edit_feed(feed, rate, edited)
@@ -177,6 +203,8 @@ def plot(lines: list[dict[str, Any]], png: str) -> None:
         ax.loglog(xs, [x[key]["incremental"]["seconds"] for x in after], "s--", label=key)
     ax.loglog(xs, [x["full"]["peak_anon_mb"] / 1024 for x in after], "^-", label="peak anon (GB)")
     ax.loglog(xs, [x["full"]["peak_disk_mb"] / 1024 for x in after], "v-", label="peak disk (GB)")
+    if all("cck" in x for x in after):
+        ax.loglog(xs, [x["cck"]["cck_mb"] / 1024 for x in after], "d:", label=".cck (GB)")
     ax.set_xlabel("records")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from cce_knowledge.core import progress
 from cce_knowledge.core.errors import StoreError
+from cce_knowledge.core.memory import release_freed_memory
 from cce_knowledge.core.rustcompat import ascii_lower
 from cce_knowledge.engine.embed import DIM, hash_embed, sparse_counts
 from cce_knowledge.engine.tokenizer import tokenize_bytes
@@ -56,6 +57,7 @@ from cce_knowledge.retrieval.search_rows import (
     DIGEST,
     Rows,
     RowsKeeper,
+    Vocabulary,
     reuse_plan,
     splice,
 )
@@ -701,9 +703,13 @@ def _kept_rows(
     tick(sum(n for n, k in zip(sizes, plan, strict=True) if k >= 0))
     todo = [(r, rid) for r, (rid, k) in enumerate(zip(record_ids, plan, strict=True)) if k < 0]
     sources = [previous] if previous is not None else []
+    # Terms are numbered as each source comes, so a batch's term list can go at once.
+    vocab = Vocabulary()
+    first_ids = [vocab.add(previous.terms)] if previous is not None else []
     # Fresh record r (in analysis order) is record r - first[b] of source batch_src[b].
     batch_src: list[int] = []
     first: list[int] = []
+    sizes_of: list[int] = []
     paths: list[Path] = []
     one = lambda: tick(1)  # noqa: E731
     try:
@@ -722,8 +728,12 @@ def _kept_rows(
             path, mapped = keeper.batch(k, rows)
             del rows
             paths.append(path)
+            first_ids.append(vocab.add(mapped.terms))
+            mapped.terms, mapped.record_ids = [], []
+            release_freed_memory()
             batch_src.append(len(sources))
             first.append(done)
+            sizes_of.append(len(batch))
             sources.append(mapped)
             done += len(batch)
         runs: list[tuple[int, int, int]] = []
@@ -733,10 +743,10 @@ def _kept_rows(
                 continue
             while lo < hi:  # fresh records lo..hi, cut at batch boundaries
                 b = bisect.bisect_right(first, lo) - 1
-                end = min(hi, first[b] + len(sources[batch_src[b]].record_ids))
+                end = min(hi, first[b] + sizes_of[b])
                 runs.append((batch_src[b], lo - first[b], end - first[b]))
                 lo = end
-        return keeper.keep(sources, runs, record_ids, digests)
+        return keeper.keep(sources, runs, record_ids, digests, vocab, first_ids)
     finally:
         keeper.drop(paths)
 
@@ -1108,7 +1118,8 @@ def build_sections(
     """All sections of the index file for the store under `view`, and header facts.
     `previous`, `on_rows`, `spool` and `keeper`: see `default_sections`."""
     live, groups = live_groups(view)
-    live_to_doc = doc_numbers(live, groups)
+    # Only the reference sections need each live chunk's document number.
+    live_to_doc = doc_numbers(live, groups) if with_reference else []
     parallel = _parallel_ok(len(live), workers, eager=eager)
     # Progress counts chunks, the word `index` prints for them: one bar per pass over
     # them, so a bar never shows more chunks than the store holds.

@@ -502,12 +502,17 @@ def write_runs(
     runs: list[Run],
     record_ids: list[str],
     digests: bytes,
+    vocab: Vocabulary | None = None,
+    first_ids: list[np.ndarray] | None = None,
 ) -> None:
     """Write the rows of records taken in `runs` from `sources` (mapped files, say),
     streamed: the vocabulary is the sorted union of the terms the taken records use,
     term ids remapped into it, so the file is the one `write_rows` writes for the same
     records gathered at once (tests check it). Only the vocabulary and one piece of
-    rows are in memory at a time."""
+    rows are in memory at a time.
+
+    `vocab` and `first_ids`: the sources' terms already numbered (`Vocabulary.add`,
+    one array per source), so that a source's term list could be let go."""
     import numpy as np
 
     offs = [
@@ -542,10 +547,14 @@ def write_runs(
         "sec_tf": "secrow",
     }
     # The union of the sources' vocabularies, narrowed to the terms taken rows use.
-    union = sorted(set().union(*(r.terms for r in sources)))
-    gid = {t: i for i, t in enumerate(union)}
-    maps = [np.array([gid[t] for t in r.terms], dtype=np.int32) for r in sources]
-    del gid
+    if vocab is None:
+        vocab = Vocabulary()
+        first_ids = [vocab.add(r.terms) for r in sources]
+    elif first_ids is None or len(first_ids) != len(sources):
+        raise ValueError("a vocabulary needs each source's term ids")
+    union, rank0 = vocab.sorted()
+    maps = [rank0[m] for m in first_ids]
+    del rank0, first_ids
     used = np.zeros(len(union), dtype=bool)
     peaks = dict.fromkeys(("tf_title", "tf_body", "tf_lead", "sec_tf"), 0)
     counts = dict.fromkeys(family, 0)
@@ -588,6 +597,31 @@ def write_runs(
     _write_file(path, _head(snapshot, key, n, len(terms)), planned)
 
 
+class Vocabulary:
+    """The terms of several sources, numbered in the order they first come."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def add(self, terms: list[str]) -> np.ndarray:
+        """The id (int32) of each of `terms`, numbering the new ones."""
+        import numpy as np
+
+        ids = self._ids
+        return np.fromiter((ids.setdefault(t, len(ids)) for t in terms), np.int32, len(terms))
+
+    def sorted(self) -> tuple[list[str], np.ndarray]:
+        """The terms sorted, and the rank of each id among them."""
+        import numpy as np
+
+        terms = list(self._ids)
+        self._ids = {}
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        rank = np.empty(len(terms), dtype=np.int32)
+        rank[np.array(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
+        return [terms[i] for i in order], rank
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RowsKeeper:
     """Where a build keeps its rows (`path`), and the batches it gathers beside it."""
@@ -604,10 +638,18 @@ class RowsKeeper:
         return p, read_rows(p, self.key)
 
     def keep(
-        self, sources: list[Rows], runs: list[Run], record_ids: list[str], digests: bytes
+        self,
+        sources: list[Rows],
+        runs: list[Run],
+        record_ids: list[str],
+        digests: bytes,
+        vocab: Vocabulary | None = None,
+        first_ids: list[np.ndarray] | None = None,
     ) -> Rows:
         """Write the build's rows from `runs` of `sources` and map them back."""
-        write_runs(self.path, self.snapshot, self.key, sources, runs, record_ids, digests)
+        write_runs(
+            self.path, self.snapshot, self.key, sources, runs, record_ids, digests, vocab, first_ids
+        )
         return read_rows(self.path, self.key)
 
     @staticmethod

@@ -20,6 +20,7 @@ import json
 import mmap
 import os
 import re
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,8 +113,10 @@ class StoreView:
         if not self._empty and data[end - len(_TAIL) : end] != _TAIL:
             raise ValueError(f"{path}: truncated knowledge store")
         self._scanned = False
-        self._starts: list[int] = []
-        self._chunk_ids: list[str] = []
+        # Compact: at 1M records these are millions of entries (an int array, and one
+        # string per record rather than per chunk; chunk ids are read on demand).
+        self._starts: array[int] = array("q")
+        self._chunk_ids: list[str] | None = None
         self._record_ids: list[str] = []
         self._by_id: dict[str, int] | None = None
         self._by_record: dict[str, list[int]] | None = None
@@ -130,8 +133,10 @@ class StoreView:
                 if cm is None:
                     raise ValueError(f"{self.path}: malformed chunk at byte {pos + 1}")
                 self._starts.append(pos + 1)
-                self._chunk_ids.append(_jstr(cm.group(1)))
-                self._record_ids.append(_jstr(cm.group(2)))
+                rid = _jstr(cm.group(2))
+                # A record's chunks are neighbours: share its id string among them.
+                rids = self._record_ids
+                rids.append(rids[-1] if rids and rids[-1] == rid else rid)
                 pos = data.find(_CHUNK_MARK, cm.end())
             if not self._starts or self._starts[0] != self._body:
                 raise ValueError(f"{self.path}: chunk objects not where the store layout puts them")
@@ -140,6 +145,14 @@ class StoreView:
     @property
     def chunk_ids(self) -> list[str]:
         self._scan()
+        if self._chunk_ids is None:
+            ids = []
+            for start in self._starts:
+                cm = _CHUNK.match(self._data, start - 1)
+                if cm is None:  # the scan matched it: the file changed under the map
+                    raise ValueError(f"{self.path}: malformed chunk at byte {start}")
+                ids.append(_jstr(cm.group(1)))
+            self._chunk_ids = ids
         return self._chunk_ids
 
     @property
@@ -301,7 +314,7 @@ class LoadedView(StoreView):
         self._scanned = True
         self._chunk_ids = [c.chunk_id for c in store.chunks]
         self._record_ids = [c.record_id for c in store.chunks]
-        self._starts = list(range(len(store.chunks)))
+        self._starts = array("q", range(len(store.chunks)))
         self._by_id = None
         self._by_record = None
         self._as_of = store.data_as_of()
