@@ -41,9 +41,10 @@ def _parts(path: Path, *, spool_dir: Path | None = None, mapped: bool = False) -
     range_rows=st.integers(1, 5),
     scan_rows=st.integers(1, 7),
     mapped=st.booleans(),
+    on_disk=st.booleans(),
 )
 def test_ranges_slices_spool_and_maps_give_the_same_bytes(
-    store: KnowledgeStore, range_rows: int, scan_rows: int, mapped: bool
+    store: KnowledgeStore, range_rows: int, scan_rows: int, mapped: bool, on_disk: bool
 ) -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -54,7 +55,7 @@ def test_ranges_slices_spool_and_maps_give_the_same_bytes(
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(pb, "RANGE_ROWS", range_rows)
             mp.setattr(pb, "SCAN_ROWS", scan_rows)
-            got = _parts(path, spool_dir=spool, mapped=mapped)
+            got = _parts(path, spool_dir=spool if on_disk else None, mapped=mapped)
         assert got == want
         assert os.listdir(spool) == []  # spool files are unlinked
 

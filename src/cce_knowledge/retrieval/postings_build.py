@@ -4,10 +4,11 @@ at a time.
 Postings are rows sorted by (term, owner). Sorting every row of a big corpus at once
 holds several arrays of its size in memory (positions, owners, weights and their
 temporaries: ~2 GB at 100k issue-sized records). Here the vocabulary is cut into
-consecutive term ranges of at most `RANGE_ROWS` rows each; for each range, the rows of
-its terms are found in slices, sorted by term (stably: rows come owner by owner, so
-that is the (term, owner) order), weighted and appended to their sections in a
-`SectionSpool`. The rows can be read-only maps of the rows file (search_rows.py): only
+consecutive term ranges of at most `RANGE_ROWS` rows each. One pass over the rows, a
+slice at a time, deals each row (its position and owner) out to its range's bucket (an
+unlinked file beside the spooled sections); then each range's rows are sorted by term
+(stably: rows come owner by owner, so that is the (term, owner) order), weighted and
+appended to their sections in a `SectionSpool`. The rows can be read-only maps of the rows file (search_rows.py): only
 one range's arrays are ever in memory. Every weight is computed elementwise with the
 same IEEE operations as `default.py`, so the bytes are those of a build that sorts all
 rows at once (tests/retrieval/test_postings_build.py checks it with tiny ranges).
@@ -17,8 +18,10 @@ Lazy imports: numpy (~0.1-0.2 s), which only a build needs.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from cce_knowledge.retrieval.analyze_native import native_module
 from cce_knowledge.retrieval.default import (
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 #: Rows of one term range (a term with more rows is a range of its own). About 60
 #: bytes of arrays per row are in flight: ~250 MB.
 RANGE_ROWS = 1 << 22
-#: Rows of one slice when counting or finding a range's rows (a bytes-per-row mask).
+#: Rows of one slice when counting rows or dealing them out to their ranges.
 SCAN_ROWS = 1 << 23
 
 
@@ -103,35 +106,104 @@ def term_ranges(ptr: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return out
 
 
-def _range_rows(
-    tids: np.ndarray, starts: np.ndarray, a: int, b: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The rows whose term is in [a, b): their positions and owners, ascending, and
-    the order that sorts them by (term, position)."""
+class _Buckets:
+    """Each term range's rows (positions, owners), ascending, kept in memory or, given
+    a directory, in unlinked files per range: one pass over the rows fills them all."""
+
+    def __init__(self, n: int, directory: Path | None, wide: bool) -> None:
+        import numpy as np
+
+        # Positions fit in int32 below 2**31 rows: half the bytes to write and read.
+        self._pos_type = np.dtype(np.int64 if wide else np.int32)
+        self._mem: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
+        self._files: list[tuple[IO[bytes], IO[bytes]]] | None = None
+        if directory is not None:
+            self._files = [
+                (
+                    tempfile.TemporaryFile(dir=directory, prefix=".range-"),
+                    tempfile.TemporaryFile(dir=directory, prefix=".range-"),
+                )
+                for _ in range(n)
+            ]
+
+    def put(self, k: int, pos: np.ndarray, owner: np.ndarray) -> None:
+        import numpy as np
+
+        pos = np.ascontiguousarray(pos, dtype=self._pos_type)
+        owner = np.ascontiguousarray(owner, dtype=np.int32)
+        if self._files is None:
+            self._mem[k].append((pos, owner))
+        else:
+            fp, fo = self._files[k]
+            fp.write(pos.data)
+            fo.write(owner.data)
+
+    def take(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Range k's positions and owners (int32); its files are closed."""
+        import numpy as np
+
+        if self._files is None:
+            parts, self._mem[k] = self._mem[k], []
+            if not parts:
+                return np.empty(0, dtype=self._pos_type), np.empty(0, dtype=np.int32)
+            return np.concatenate([p for p, _ in parts]), np.concatenate([o for _, o in parts])
+        got = []
+        for f, dt in zip(self._files[k], (self._pos_type, np.dtype(np.int32)), strict=True):
+            with f:
+                f.seek(0)
+                got.append(np.frombuffer(f.read(), dtype=dt))
+        return got[0], got[1]
+
+    def close(self) -> None:
+        for pair in self._files or ():
+            for f in pair:
+                f.close()
+
+
+def _by_range(
+    tids: np.ndarray, starts: np.ndarray, ranges: list[tuple[int, int]], directory: Path | None
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """For each term range in turn: its rows' positions and owners, ascending, and the
+    order that sorts them by (term, position). One pass over the rows deals them out
+    to their ranges (linear: no range scans every row)."""
     import numpy as np
 
-    if a == 0 and b > 0 and len(tids) and int(tids.max()) < b:
+    mod = native_module()
+
+    def term_order(t32: np.ndarray, a: int, b: int) -> np.ndarray:
+        if mod is None:
+            return np.argsort(t32, kind="stable")
+        if a:
+            t32 = t32 - a
+        # A counting sort, stable.
+        return np.frombuffer(mod.term_order(np.ascontiguousarray(t32), b - a), dtype=np.int64)
+
+    if len(ranges) == 1:
         # One range holds every row: owners run 0, 0, 1, 2, 2, ... (no search).
+        a, b = ranges[0]
         pos = np.arange(len(tids), dtype=np.int64)
         owner = np.repeat(np.arange(len(starts) - 1, dtype=np.int32), np.diff(starts))
-    else:
-        found, owners = [], []
+        yield pos, owner, term_order(np.ascontiguousarray(tids, dtype=np.int32), a, b)
+        return
+    widths = np.array([b - a for a, b in ranges], dtype=np.int64)
+    range_of = np.repeat(np.arange(len(ranges), dtype=np.int32), widths)
+    buckets = _Buckets(len(ranges), directory, wide=len(tids) >= 2**31)
+    try:
         for s, e in _slices(len(tids), SCAN_ROWS):
-            t = tids[s:e]
-            hit = t >= a
-            hit &= t < b
-            found.append(np.flatnonzero(hit) + s)
-            owners.append(_slice_owners(starts, s, e)[hit])
-        pos = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
-        owner = np.concatenate(owners) if owners else np.empty(0, dtype=np.int32)
-    t32 = np.ascontiguousarray(tids[pos], dtype=np.int32)
-    mod = native_module()
-    if mod is None:
-        order = np.argsort(t32, kind="stable")
-    else:  # a counting sort, stable
-        t32 -= a
-        order = np.frombuffer(mod.term_order(t32, b - a), dtype=np.int64)
-    return pos, owner, order
+            which = range_of[tids[s:e]]
+            order = term_order(which, 0, len(ranges))  # stable: positions stay ascending
+            bounds = _pointers(np.bincount(which, minlength=len(ranges)))
+            pos = order + s
+            owner = _slice_owners(starts, s, e)[order]
+            for k in np.flatnonzero(np.diff(bounds)).tolist():
+                lo, hi = int(bounds[k]), int(bounds[k + 1])
+                buckets.put(k, pos[lo:hi], owner[lo:hi])
+            del which, order, pos, owner
+        for k, (a, b) in enumerate(ranges):
+            pos, owner = buckets.take(k)
+            yield pos, owner, term_order(np.ascontiguousarray(tids[pos], dtype=np.int32), a, b)
+    finally:
+        buckets.close()
 
 
 def _slice_owners(starts: np.ndarray, s: int, e: int) -> np.ndarray:
@@ -167,8 +239,8 @@ def _postings(
     for section in sections:
         spool.add(section, b"")
     starts = _starts(counts)
-    for a, b in term_ranges(ptr, RANGE_ROWS):
-        pos, owner, order = _range_rows(tids, starts, a, b)
+    ranges = term_ranges(ptr, RANGE_ROWS)
+    for pos, owner, order in _by_range(tids, starts, ranges, spool.directory):
         spool.add(name + "_ids", owner[order].data)
         # Values are computed in row order (near-sequential reads of the columns),
         # then put in postings order: elementwise, so the same values.

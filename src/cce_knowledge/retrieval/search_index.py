@@ -244,7 +244,7 @@ def build_search_index(
         workers=workers,
         eager=eager,
         with_reference=False,
-        previous=previous_rows(path.parent, rows_file) if reuse else None,
+        previous=previous_rows(path.parent) if reuse else None,
         keeper=RowsKeeper(rows_file, snap, INDEX_KEY),
         spool_dir=path.parent,
     )
@@ -254,15 +254,18 @@ def build_search_index(
     return Built(path, snap, time.perf_counter() - t0, path.stat().st_size)
 
 
-def previous_rows(d: Path, exclude: Path) -> Rows | None:
+def previous_rows(d: Path) -> Rows | None:
     """The newest usable rows file of this index key in `d` (an earlier build's), or
-    None: a missing, damaged or foreign one only makes this build a full one."""
+    None: a missing, damaged or foreign one only makes this build a full one. The
+    snapshot's own file counts too (a rebuild of the same store reuses every record):
+    it is replaced by a rename, so its map stays readable while the new one is
+    written."""
     found: list[tuple[float, Path]] = []
     try:
         for entry in os.scandir(d):
             name = entry.name
             # A dot name is a batch of a build that was stopped, not a build's rows.
-            if name.endswith(f"-{INDEX_KEY}.rows") and name != exclude.name and name[0] != ".":
+            if name.endswith(f"-{INDEX_KEY}.rows") and name[0] != ".":
                 with contextlib.suppress(OSError):
                     if entry.is_file(follow_symlinks=False):
                         found.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))

@@ -32,8 +32,9 @@ class SectionSpool:
         self._names: list[str] = []
 
     @property
-    def on_disk(self) -> bool:
-        return self._dir is not None
+    def directory(self) -> Path | None:
+        """Where spooled files go (None: in memory)."""
+        return self._dir
 
     def add(self, name: str, data: Piece) -> None:
         """Append `data` to section `name` (a new name starts a section)."""
