@@ -578,3 +578,27 @@ def test_no_search_index_leaves_it_to_the_first_search(
     assert "building the search index" in err
     rc = main(["knowledge", "search", "rollback", "--dir", str(other), "--json"])
     assert capsys.readouterr().out == out
+
+
+def test_a_damaged_rows_file_is_named_and_the_index_is_built_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rows an earlier build kept are only a shortcut: a damaged file is named on
+    stderr, and the search index is built from scratch, the same as with none."""
+    from cce_knowledge.retrieval import search_index as si
+
+    feed = tmp_path / "feed.jsonl"
+    lines = CURATED.read_text(encoding="utf-8").splitlines()
+    feed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert run(capsys, str(feed), "--dir", str(tmp_path))[0] == 0
+    (rows,) = (kdir(tmp_path) / "search").glob("*.rows")
+    rows.write_bytes(b"CCESRW01" + b"\xff" * 64)
+    feed.write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")  # another snapshot
+    rc, _, err = run(capsys, str(feed), "--dir", str(tmp_path))
+    assert rc == 0
+    assert f"note: search index: not reusing {rows.name} (bad header length)" in err
+    built = si.index_path(tmp_path, read_current(tmp_path))
+    got = built.read_bytes()
+    fresh = si.build_search_index(tmp_path, reuse=False)
+    assert fresh.path == built
+    assert got == built.read_bytes()

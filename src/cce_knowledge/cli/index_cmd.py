@@ -164,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.dir)
     policy = _chunk_policy(args.chunk_policy, args.dir, settings.knowledge.chunk_policy)
+
+    def note(text: str) -> None:
+        print(f"note: {text}", file=sys.stderr)
+
     try:
         out = index_to_root(
             args.feed,
@@ -173,11 +177,13 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             redaction=args.redaction,
             max_record_bytes=args.max_record_bytes,
-            after_save=None if args.no_search_index else lambda snap: build_step(args.dir, snap),
+            after_save=None
+            if args.no_search_index
+            else lambda snap: build_step(args.dir, snap, note),
             chunk_policy=policy,
             on_bad_record=args.on_bad_record,
             incremental=not args.full,
-            on_note=lambda note: print(f"note: {note}", file=sys.stderr),
+            on_note=note,
         )
     except ContractError as e:
         hint = _not_a_feed_hint(args.feed, e.message)

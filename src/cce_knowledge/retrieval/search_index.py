@@ -222,6 +222,7 @@ def build_search_index(
     workers: int | None = None,
     eager: bool = False,
     reuse: bool = True,
+    on_note: Callable[[str], None] | None = None,
 ) -> Built:
     """Write the derived index for the store of `snapshot` (default: the active one).
 
@@ -230,7 +231,8 @@ def build_search_index(
     Raises OSError or ValueError when the store cannot be read or written next to.
 
     With `reuse`, the rows of an earlier build (search_rows.py) spare the analysis of
-    every record whose chunks are unchanged; this build's rows are kept for the next."""
+    every record whose chunks are unchanged; this build's rows are kept for the next.
+    `on_note` hears why an earlier build's rows file was not used (a full build)."""
     t0 = time.perf_counter()
     snap = snapshot if snapshot is not None else read_current(root)
     path = index_path(root, snap)
@@ -244,17 +246,17 @@ def build_search_index(
         workers=workers,
         eager=eager,
         with_reference=False,
-        previous=previous_rows(path.parent) if reuse else None,
+        previous=previous_rows(path.parent, on_note) if reuse else None,
         keeper=RowsKeeper(rows_file, snap, INDEX_KEY),
         spool_dir=path.parent,
     )
-    atomic_write_parts(path, parts)
+    atomic_write_parts(path, parts, flush_early=True)  # writeback while it is written
     del parts
     _prune(path.parent, keep=path.name)
     return Built(path, snap, time.perf_counter() - t0, path.stat().st_size)
 
 
-def previous_rows(d: Path) -> Rows | None:
+def previous_rows(d: Path, on_note: Callable[[str], None] | None = None) -> Rows | None:
     """The newest usable rows file of this index key in `d` (an earlier build's), or
     None: a missing, damaged or foreign one only makes this build a full one. The
     snapshot's own file counts too (a rebuild of the same store reuses every record):
@@ -274,16 +276,22 @@ def previous_rows(d: Path) -> Rows | None:
     for _, p in sorted(found, reverse=True):
         try:
             return read_rows(p, INDEX_KEY)
-        except (OSError, ValueError):
-            continue
+        except OSError as e:
+            why = io_error_text(e)
+        except ValueError as e:
+            why = str(e)
+        if on_note is not None:
+            on_note(f"search index: not reusing {p.name} ({why}): its records are analysed again")
     return None
 
 
-def build_step(root: str | os.PathLike[str], snapshot: str) -> SearchBuild:
+def build_step(
+    root: str | os.PathLike[str], snapshot: str, on_note: Callable[[str], None] | None = None
+) -> SearchBuild:
     """Build the index for a just-installed store (the caller holds the writer lock).
     A failure is reported, never raised: the store is already valid and active."""
     try:
-        b = build_search_index(root, snapshot, eager=True)
+        b = build_search_index(root, snapshot, eager=True, on_note=on_note)
     except OSError as e:
         return SearchBuild(error=io_error_text(e))
     except (ValueError, StoreError) as e:

@@ -127,8 +127,12 @@ def _blob(strings: list[str]) -> tuple[bytes, bytes]:
 _Planned = tuple[str, str, int, Callable[[], Iterator[Any]]]
 
 
-def _write_file(path: Path, head: dict[str, Any], planned: list[_Planned]) -> None:
-    """Write the file atomically: header, then each section 8-byte aligned."""
+def _write_file(
+    path: Path, head: dict[str, Any], planned: list[_Planned], *, durable: bool = True
+) -> None:
+    """Write the file atomically: header, then each section 8-byte aligned. Not
+    `durable`: written in place and never synced (a batch file that lives only as long
+    as its build)."""
     import numpy as np
 
     header = dict(head)
@@ -168,7 +172,12 @@ def _write_file(path: Path, head: dict[str, Any], planned: list[_Planned]) -> No
             if size % 8:
                 yield b"\0" * (-size % 8)
 
-    atomic_write_parts(path, parts())
+    if not durable:
+        with open(path, "xb") as f:
+            for part in parts():
+                f.write(part)
+        return
+    atomic_write_parts(path, parts(), flush_early=True)
 
 
 def _head(snapshot: str, key: str, records: int, terms: int) -> dict[str, Any]:
@@ -194,8 +203,9 @@ def _text_sections(name: str, strings: list[str]) -> list[_Planned]:
     ]
 
 
-def write_rows(path: Path, snapshot: str, key: str, rows: Rows) -> None:
-    """Write `rows` atomically (header, then 8-byte aligned sections)."""
+def write_rows(path: Path, snapshot: str, key: str, rows: Rows, *, durable: bool = True) -> None:
+    """Write `rows` atomically (header, then 8-byte aligned sections); see `_write_file`
+    for `durable`."""
     import numpy as np
 
     planned = _text_sections("terms", rows.terms) + _text_sections("rids", rows.record_ids)
@@ -207,7 +217,7 @@ def write_rows(path: Path, snapshot: str, key: str, rows: Rows) -> None:
         a = np.asarray(getattr(rows, name))
         dt = _tf_type(int(a.max()) if len(a) else 0) if kind == "f" else "int32"
         planned.append((name, dt, len(a), _whole(a)))
-    _write_file(path, _head(snapshot, key, rows.records, len(rows.terms)), planned)
+    _write_file(path, _head(snapshot, key, rows.records, len(rows.terms)), planned, durable=durable)
 
 
 class RowsError(ValueError):
@@ -494,6 +504,86 @@ def _pieces(a: np.ndarray, lo: int, hi: int, tmap: np.ndarray | None) -> Iterato
         yield part if tmap is None else tmap[part]
 
 
+#: Which count family each row column follows (its rows of a run of records).
+_FAMILY = {
+    "rec_tid": "rec",
+    "tf_title": "rec",
+    "tf_body": "rec",
+    "tf_lead": "rec",
+    "title_tid": "title",
+    "sec_n": "chunk",
+    "sec_len": "chunk",
+    "sec_tid": "secrow",
+    "sec_tf": "secrow",
+}
+
+
+class _Runs:
+    """Runs of records of several sources, and the row spans each run covers."""
+
+    def __init__(self, sources: list[Rows], runs: list[Run]) -> None:
+        self.sources = sources
+        self.runs = runs
+        self._offs = [
+            {
+                "rec": _offsets(r.rec_n),
+                "title": _offsets(r.title_n),
+                "chunk": _offsets(r.chunk_n),
+                "secrow": _offsets(r.sec_n),
+            }
+            for r in sources
+        ]
+
+    def span(self, src: int, lo: int, hi: int, family: str) -> tuple[int, int]:
+        o = self._offs[src]
+        if family == "secrow":
+            c, d = int(o["chunk"][lo]), int(o["chunk"][hi])
+            return int(o["secrow"][c]), int(o["secrow"][d])
+        return int(o[family][lo]), int(o[family][hi])
+
+    def columns(self, name: str) -> Iterator[tuple[int, np.ndarray]]:
+        """Each run's piece of row column `name`, with its source."""
+        for src, lo, hi in self.runs:
+            a, b = self.span(src, lo, hi, _FAMILY[name])
+            for part in _pieces(getattr(self.sources[src], name), a, b, None):
+                yield src, part
+
+    def survey(
+        self, maps: list[np.ndarray], n_terms: int
+    ) -> tuple[Any, dict[str, int], dict[str, int]]:
+        """The terms the taken rows use, each tf column's peak, each row column's length."""
+        import numpy as np
+
+        used = np.zeros(n_terms, dtype=bool)
+        peaks = dict.fromkeys(("tf_title", "tf_body", "tf_lead", "sec_tf"), 0)
+        counts = {
+            name: sum(b - a for a, b in (self.span(s, lo, hi, fam) for s, lo, hi in self.runs))
+            for name, fam in _FAMILY.items()
+        }
+        for name in _FAMILY:
+            for src, part in self.columns(name):
+                if name in peaks and len(part):
+                    peaks[name] = max(peaks[name], int(part.max()))
+                elif name.endswith("_tid"):
+                    # Title and section terms are record terms; marked anyway, so that
+                    # rows breaking that rule cannot index out of range.
+                    used[maps[src][part]] = True
+        return used, peaks, counts
+
+    def taken(self, name: str, final: list[np.ndarray] | None) -> Callable[[], Iterator[Any]]:
+        """The pieces of column `name` over the runs (term ids mapped by `final`);
+        per-record columns when `name` has no row family."""
+
+        def gen() -> Iterator[Any]:
+            for src, lo, hi in self.runs:
+                fam = _FAMILY.get(name)
+                a, b = (lo, hi) if fam is None else self.span(src, lo, hi, fam)
+                tmap = final[src] if final is not None and name.endswith("_tid") else None
+                yield from _pieces(getattr(self.sources[src], name), a, b, tmap)
+
+        return gen
+
+
 def write_runs(
     path: Path,
     snapshot: str,
@@ -515,37 +605,9 @@ def write_runs(
     one array per source), so that a source's term list could be let go."""
     import numpy as np
 
-    offs = [
-        {
-            "rec": _offsets(r.rec_n),
-            "title": _offsets(r.title_n),
-            "chunk": _offsets(r.chunk_n),
-            "secrow": _offsets(r.sec_n),
-        }
-        for r in sources
-    ]
-
-    def spans(src: int, lo: int, hi: int) -> dict[str, tuple[int, int]]:
-        o = offs[src]
-        c, d = int(o["chunk"][lo]), int(o["chunk"][hi])
-        return {
-            "rec": (int(o["rec"][lo]), int(o["rec"][hi])),
-            "title": (int(o["title"][lo]), int(o["title"][hi])),
-            "chunk": (c, d),
-            "secrow": (int(o["secrow"][c]), int(o["secrow"][d])),
-        }
-
-    family = {
-        "rec_tid": "rec",
-        "tf_title": "rec",
-        "tf_body": "rec",
-        "tf_lead": "rec",
-        "title_tid": "title",
-        "sec_n": "chunk",
-        "sec_len": "chunk",
-        "sec_tid": "secrow",
-        "sec_tf": "secrow",
-    }
+    n = len(record_ids)
+    if sum(hi - lo for _, lo, hi in runs) != n or len(digests) != n * DIGEST:
+        raise ValueError("runs, record ids and digests do not agree")
     # The union of the sources' vocabularies, narrowed to the terms taken rows use.
     if vocab is None:
         vocab = Vocabulary()
@@ -555,45 +617,19 @@ def write_runs(
     union, rank0 = vocab.sorted()
     maps = [rank0[m] for m in first_ids]
     del rank0, first_ids
-    used = np.zeros(len(union), dtype=bool)
-    peaks = dict.fromkeys(("tf_title", "tf_body", "tf_lead", "sec_tf"), 0)
-    counts = dict.fromkeys(family, 0)
-    for src, lo, hi in runs:
-        r, sp = sources[src], spans(src, lo, hi)
-        for name, fam in family.items():
-            a, b = sp[fam]
-            counts[name] += b - a
-            for part in _pieces(getattr(r, name), a, b, None):
-                if name in peaks and len(part):
-                    peaks[name] = max(peaks[name], int(part.max()))
-                elif name.endswith("_tid"):
-                    # Title and section terms are record terms; marked anyway, so that
-                    # rows breaking that rule cannot index out of range.
-                    used[maps[src][part]] = True
+    taken = _Runs(sources, runs)
+    used, peaks, counts = taken.survey(maps, len(union))
     rank = (np.cumsum(used, dtype=np.int64) - 1).astype(np.int32)
     final = [rank[m] for m in maps]
     terms = [union[i] for i in np.flatnonzero(used).tolist()]
     del union, maps, rank, used
-
-    def taken(name: str, per_record: bool) -> Callable[[], Iterator[Any]]:
-        def gen() -> Iterator[Any]:
-            for src, lo, hi in runs:
-                a, b = (lo, hi) if per_record else spans(src, lo, hi)[family[name]]
-                tmap = final[src] if name.endswith("_tid") else None
-                yield from _pieces(getattr(sources[src], name), a, b, tmap)
-
-        return gen
-
     planned = _text_sections("terms", terms) + _text_sections("rids", record_ids)
     planned.append(("digests", "uint8", len(digests), _whole(digests)))
-    n = len(record_ids)
-    if sum(hi - lo for _, lo, hi in runs) != n or len(digests) != n * DIGEST:
-        raise ValueError("runs, record ids and digests do not agree")
     for name in _PER_RECORD:
-        planned.append((name, "int32", n, taken(name, True)))
+        planned.append((name, "int32", n, taken.taken(name, None)))
     for name, kind in _ROWS:
         dt = _tf_type(peaks[name]) if kind == "f" else "int32"
-        planned.append((name, dt, counts[name], taken(name, False)))
+        planned.append((name, dt, counts[name], taken.taken(name, final)))
     _write_file(path, _head(snapshot, key, n, len(terms)), planned)
 
 
@@ -634,7 +670,9 @@ class RowsKeeper:
         """Write one batch of gathered rows beside the kept file and map it back (the
         arrays in memory go). The caller removes the file (`drop`)."""
         p = self.path.with_name(f".batch-{os.getpid()}-{k}-{self.path.name}")
-        write_rows(p, self.snapshot, self.key, rows)
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()  # a killed build's, whose pid came round again
+        write_rows(p, self.snapshot, self.key, rows, durable=False)
         return p, read_rows(p, self.key)
 
     def keep(
