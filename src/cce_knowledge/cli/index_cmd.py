@@ -73,9 +73,11 @@ write error or a kill leaves the previous store and `current` untouched.
 The derived search index (ROOT/.cce/knowledge/search/) is built from the new store
 under the same lock, so the first search needs no build; its time is reported on
 stderr. It reuses what the previous build analysed for every record whose chunks are
-unchanged. --no-search-index skips it (a builder that only publishes: push never
-sends it; the first search on this root builds it). Progress goes to stderr too: a
-bar on a terminal, a line every few seconds otherwise; -q/--quiet silences both.
+unchanged (a kept file it cannot use is named in a `note:`), and its memory follows a
+batch of records, not the corpus. --no-search-index skips it (a builder that only
+publishes: push never sends it; the first search on this root builds it). Progress
+goes to stderr too: a bar on a terminal, a line every few seconds otherwise;
+-q/--quiet silences both.
 
 With an embedding provider configured (knowledge.semantic in .cce/config, or
 CCE_EMBED_MODEL), the chunks that have no vector yet are then sent to it for
