@@ -250,3 +250,24 @@ def test_any_corruption_is_refused_or_still_adds_up(data: st.DataObject) -> None
             return
         _build(path, prev)  # no exception: every slice it takes is within its checks
         _kept_build(path, prev)  # nor when the kept file is streamed from it
+
+
+def test_a_batch_left_by_a_killed_build_is_never_reused_and_is_pruned(tmp_path: Path) -> None:
+    """A kill mid-build can leave a batch file beside the index: the next build neither
+    takes it for an earlier build's rows nor keeps it."""
+    specs = [(f"r{i}", f"lock retry {i}", f"t {i}", None, None, [], []) for i in range(10)]
+    write_store(tmp_path, make_store(specs))
+    built = si.build_search_index(tmp_path)
+    rows_file = sr.rows_path(built.path)
+    # A batch holding rows for only some records, under the name a build gives batches.
+    _, partial = _build(write_store(tmp_path / "other", make_store(specs[:3])))
+    stale = rows_file.with_name(f".batch-99999-0-{rows_file.name}")
+    sr.write_rows(stale, SNAP, si.INDEX_KEY, partial)
+    rows_file.unlink()  # no earlier build's rows: the batch must not stand in for them
+    assert si.previous_rows(rows_file.parent) is None
+    notes: list[str] = []
+    again = si.build_search_index(tmp_path, on_note=notes.append)
+    assert not stale.exists()
+    assert notes == []
+    got = again.path.read_bytes()
+    assert got == si.build_search_index(tmp_path, reuse=False).path.read_bytes()
