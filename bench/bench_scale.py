@@ -199,12 +199,20 @@ def plot(lines: list[dict[str, Any]], png: str) -> None:
     xs = [x["records"] for x in after]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.loglog(xs, [x["full"]["seconds"] for x in after], "o-", label="full index (s)")
-    for key in sorted(k for k in after[0] if k.startswith("changed_")):
-        ax.loglog(xs, [x[key]["incremental"]["seconds"] for x in after], "s--", label=key)
+    for key in sorted({k for x in after for k in x if k.startswith("changed_")}):
+        have = [x for x in after if key in x]
+        share = float(key.removeprefix("changed_")) * 100
+        ax.loglog(
+            [x["records"] for x in have],
+            [x[key]["incremental"]["seconds"] for x in have],
+            "s--",
+            label=f"incremental index, {share:g}% changed (s)",
+        )
     ax.loglog(xs, [x["full"]["peak_anon_mb"] / 1024 for x in after], "^-", label="peak anon (GB)")
     ax.loglog(xs, [x["full"]["peak_disk_mb"] / 1024 for x in after], "v-", label="peak disk (GB)")
     if all("cck" in x for x in after):
         ax.loglog(xs, [x["cck"]["cck_mb"] / 1024 for x in after], "d:", label=".cck (GB)")
+    ax.set_title("bench_scale.py: cost against corpus size")
     ax.set_xlabel("records")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
