@@ -271,3 +271,21 @@ def test_a_batch_left_by_a_killed_build_is_never_reused_and_is_pruned(tmp_path: 
     assert notes == []
     got = again.path.read_bytes()
     assert got == si.build_search_index(tmp_path, reuse=False).path.read_bytes()
+
+
+def test_a_batch_that_fails_to_write_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full while a batch is written: the half-written file does not stay."""
+    keeper = sr.RowsKeeper(tmp_path / f"{SNAP}-{si.INDEX_KEY}.rows", SNAP, si.INDEX_KEY)
+    specs = [(f"r{i}", f"lock retry {i}", f"t {i}", None, None, [], []) for i in range(4)]
+    _, rows = _build(write_store(tmp_path / "a", make_store(specs)))
+
+    def full_disk(path: Path, *args: object, **kw: object) -> None:
+        path.write_bytes(b"CCESRW01 half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sr, "write_rows", full_disk)
+    with pytest.raises(OSError):
+        keeper.batch(0, rows)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".batch-")]

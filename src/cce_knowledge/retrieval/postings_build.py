@@ -228,12 +228,17 @@ def _postings(
     counts: np.ndarray,
     n_terms: int,
     columns: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]],
+    rows_per_term: np.ndarray | None = None,
 ) -> None:
     """`<name>_ptr`, `<name>_ids`, then one section per entry of `columns` (given the
-    sorted rows' positions and owners, their values), a term range at a time."""
+    sorted rows' positions and owners, their values), a term range at a time.
+    `rows_per_term`: `term_counts(tids)` when the caller has it already."""
     import numpy as np
 
-    ptr = _pointers(term_counts(tids, n_terms))
+    if rows_per_term is None:
+        rows_per_term = term_counts(tids, n_terms)
+    ptr = _pointers(rows_per_term)
+    del rows_per_term
     spool.add(name + "_ptr", narrow(ptr))
     sections = [name + "_ids", *columns]
     for section in sections:
@@ -271,9 +276,9 @@ def record_postings(rows: Rows, n_terms: int, spool: SectionSpool) -> None:
     import numpy as np
 
     # Document frequencies: a query computes idf(n, df) for its few terms.
+    # (a record row per (record, term): the same counts give the record postings' ptr)
     df = term_counts(rows.rec_tid, n_terms)
     spool.add("term_df", df.astype(np.int32).tobytes())
-    del df
     norm_t, norm_b, norm_l = _field_norms(rows)
 
     def saturated(pos: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -302,7 +307,9 @@ def record_postings(rows: Rows, n_terms: int, spool: SectionSpool) -> None:
             "rec_w": saturated,
             "rec_tf": lambda pos, _owner: rows.tf_body[pos].astype(tf_type),
         },
+        rows_per_term=df,
     )
+    del df
     _postings(spool, "tit", rows.title_tid, rows.title_n, n_terms, {})
 
 

@@ -672,7 +672,11 @@ class RowsKeeper:
         p = self.path.with_name(f".batch-{os.getpid()}-{k}-{self.path.name}")
         with contextlib.suppress(FileNotFoundError):
             p.unlink()  # a killed build's, whose pid came round again
-        write_rows(p, self.snapshot, self.key, rows, durable=False)
+        try:
+            write_rows(p, self.snapshot, self.key, rows, durable=False)
+        except BaseException:
+            self.drop([p])  # a half-written batch (disk full, a signal) goes now
+            raise
         return p, read_rows(p, self.key)
 
     def keep(
